@@ -1,0 +1,47 @@
+"""Pieces every CLI verb shares: common flags, JSON output, rich tables."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+__all__ = ["add_common_flags", "print_json", "console", "parse_int_list"]
+
+from meshplan.models.errors import ModelError
+
+
+def add_common_flags(parser, *, json_help: str = "print machine-readable JSON on stdout (see docs/)") -> None:
+    """``--json`` and ``--debug`` on a verb's parser."""
+    parser.add_argument("--json", action="store_true", help=json_help)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+
+
+def print_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=2, default=_default)
+    sys.stdout.write("\n")
+
+
+def _default(o: Any) -> Any:
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def parse_int_list(text: str, what: str) -> tuple[int, ...]:
+    """``"4,16" -> (4, 16)`` with a message naming the flag on bad input."""
+    try:
+        values = tuple(int(x) for x in str(text).replace(" ", "").split(",") if x != "")
+    except ValueError:
+        raise ModelError(f"{what} must be comma-separated integers, got {text!r}") from None
+    if not values:
+        raise ModelError(f"{what} is empty")
+    return values
