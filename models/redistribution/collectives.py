@@ -1,0 +1,168 @@
+"""Collective operations and their typing rules (paper Fig. 8 and §7.1, multi-axis).
+
+The steps are plain values.  :func:`apply_strict` is the typing judgement
+``H ⊢ p : τ1 → τ2`` of Fig. 8 generalised to a sequence of axes ``x̄`` (§7.1):
+
+* ``allgather(i, x̄)``  removes the minor-most axes ``x̄`` of dimension ``i``   (T-ALLGATHER)
+* ``dynslice(i, x̄)``   adds unused axes ``x̄`` as minor-most axes of ``i``     (T-DYNSLICE)
+* ``alltoall(i, j, x̄)`` moves the minor-most axes ``x̄`` of ``i`` to the front of ``j`` (T-ALLTOALL)
+* ``allpermute``       any ``τ1 → τ2`` with equal local and global types      (T-PERMUTE)
+
+A bad step raises :class:`ModelError` naming the rule that fails.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from meshplan.models.errors import ModelError
+from meshplan.models.redistribution.mesh import Mesh
+from meshplan.models.redistribution.types import Dim, DistType, check_well_formed
+
+__all__ = ["AllGather", "AllToAll", "DynSlice", "AllPermute", "Step", "apply_strict", "axes_size"]
+
+
+def axes_size(mesh: Mesh, axes: tuple[str, ...]) -> int:
+    return math.prod(mesh.size(a) for a in axes)
+
+
+def _check_axes(axes: tuple[str, ...]) -> None:
+    if not isinstance(axes, tuple) or not axes:
+        raise ModelError("a collective needs a non-empty tuple of axes")
+    if len(set(axes)) != len(axes):
+        raise ModelError(f"axes {axes} of a collective repeat an axis")
+
+
+@dataclass(frozen=True, slots=True)
+class AllGather:
+    dim: int
+    axes: tuple[str, ...]
+    op = "allgather"
+
+    def __post_init__(self) -> None:
+        _check_axes(self.axes)
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return (self.dim,)
+
+    def __str__(self) -> str:
+        return f"allgather({self.dim}, {{{','.join(self.axes)}}})"
+
+
+@dataclass(frozen=True, slots=True)
+class DynSlice:
+    dim: int
+    axes: tuple[str, ...]
+    op = "dynslice"
+
+    def __post_init__(self) -> None:
+        _check_axes(self.axes)
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return (self.dim,)
+
+    def __str__(self) -> str:
+        return f"dynslice({self.dim}, {{{','.join(self.axes)}}})"
+
+
+@dataclass(frozen=True, slots=True)
+class AllToAll:
+    src: int
+    dst: int
+    axes: tuple[str, ...]
+    op = "alltoall"
+
+    def __post_init__(self) -> None:
+        _check_axes(self.axes)
+        if self.src == self.dst:
+            raise ModelError(f"alltoall moves axes between two different dimensions, got {self.src} twice")
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return (self.src, self.dst)
+
+    def __str__(self) -> str:
+        return f"alltoall({self.src}, {self.dst}, {{{','.join(self.axes)}}})"
+
+
+@dataclass(frozen=True, slots=True)
+class AllPermute:
+    """``allpermute`` to ``target``; ``source[d]`` is the device whose tile device ``d`` receives
+    (set on lowered programs, §6; ``None`` in the strict relation of Fig. 8)."""
+
+    target: DistType
+    source: tuple[int, ...] | None = None
+    op = "allpermute"
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return ()
+
+    @property
+    def moved(self) -> int:
+        """Devices that receive a tile from another device."""
+        if self.source is None:
+            return 0
+        return sum(1 for d, s in enumerate(self.source) if d != s)
+
+    def __str__(self) -> str:
+        return "allpermute"
+
+
+Step = AllGather | AllToAll | DynSlice | AllPermute
+
+
+def _dim(t: DistType, i: int, rule: str) -> Dim:
+    if not isinstance(i, int) or not 0 <= i < t.rank:
+        raise ModelError(f"{rule}: dimension {i} is out of range for {t} (rank {t.rank})")
+    return t.dims[i]
+
+
+def apply_strict(mesh: Mesh, t: DistType, step: Step) -> DistType:
+    """``τ2`` with ``H ⊢ step : t → τ2`` (Fig. 8, multi-axis); :class:`ModelError` if no rule applies."""
+    if isinstance(step, AllGather):
+        d = _dim(t, step.dim, "T-ALLGATHER")
+        k = len(step.axes)
+        if d.axes[:k] != step.axes:
+            raise ModelError(f"T-ALLGATHER: axes {{{','.join(step.axes)}}} are not the minor-most axes of "
+                             f"dimension {step.dim} of {t}")
+        n = axes_size(mesh, step.axes)
+        return t.replace(step.dim, Dim(d.local * n, d.axes[k:], d.size))
+    if isinstance(step, DynSlice):
+        d = _dim(t, step.dim, "T-DYNSLICE")
+        for a in step.axes:
+            if a not in mesh:
+                raise ModelError(f"T-DYNSLICE: axis {a} is not in the mesh {mesh}")
+            if a in t.axes:
+                raise ModelError(f"T-DYNSLICE: axis {a} already partitions {t}")
+        n = axes_size(mesh, step.axes)
+        if d.local % n:
+            raise ModelError(f"T-DYNSLICE: tile size {d.local} of dimension {step.dim} of {t} is not divisible "
+                             f"by {n}, the size of {{{','.join(step.axes)}}}")
+        return t.replace(step.dim, Dim(d.local // n, step.axes + d.axes, d.size))
+    if isinstance(step, AllToAll):
+        di = _dim(t, step.src, "T-ALLTOALL")
+        dj = _dim(t, step.dst, "T-ALLTOALL")
+        k = len(step.axes)
+        if di.axes[:k] != step.axes:
+            raise ModelError(f"T-ALLTOALL: axes {{{','.join(step.axes)}}} are not the minor-most axes of "
+                             f"dimension {step.src} of {t}")
+        n = axes_size(mesh, step.axes)
+        if dj.local % n:
+            raise ModelError(f"T-ALLTOALL: tile size {dj.local} of dimension {step.dst} of {t} is not "
+                             f"divisible by {n}")
+        out = t.replace(step.src, Dim(di.local * n, di.axes[k:], di.size))
+        return out.replace(step.dst, Dim(dj.local // n, step.axes + dj.axes, dj.size))
+    if isinstance(step, AllPermute):
+        check_well_formed(mesh, step.target, what="permute target")
+        if step.target.globaltype != t.globaltype or step.target.localtype != t.localtype:
+            raise ModelError(f"T-PERMUTE: {t} and {step.target} differ in local or global type")
+        return step.target
+    raise ModelError(f"unknown collective {step!r}")

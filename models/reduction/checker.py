@@ -1,0 +1,109 @@
+"""Replay of a lowered program under the Figure 8 semantics: the solver-free checker.
+
+Every program meshplan synthesizes is replayed here before it is returned,
+and ``meshplan check`` gives the verdict of :func:`replay` to users.  A
+program is *valid* when every step satisfies its rule and, at the end, every
+device holds in every chunk the sum over exactly its reduction group (§3.5).
+Chunks: every device's data is split into ``k`` chunks, ``k`` = the size of a
+reduction group (docs/semantics.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from meshplan.models.errors import ModelError, VerificationError
+from meshplan.models.reduction.lowering import LoweredProgram
+from meshplan.models.reduction.semantics import RuleViolation, apply_step
+from meshplan.models.reduction.state import Context, State, bits, goal_context, initial_context
+
+__all__ = ["Failure", "Shortfall", "Verdict", "replay", "require_valid", "chunks_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """The first step whose rule fails, with the group's states before it."""
+
+    step: int  # 1-based
+    collective: str
+    group: tuple[int, ...]
+    rule: str
+    premise: str
+    detail: str
+    states_before: tuple[State, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """A device whose final chunk differs from the sum over its reduction group."""
+
+    device: int
+    chunk: int
+    missing: tuple[int, ...]
+    extra: tuple[int, ...]
+
+    def __str__(self) -> str:
+        parts = []
+        if self.missing:
+            parts.append(f"misses the contributions of devices {list(self.missing)}")
+        if self.extra:
+            parts.append(f"wrongly holds those of devices {list(self.extra)}")
+        return f"device {self.device}, chunk {self.chunk}: " + " and ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    valid: bool
+    steps: int
+    failure: Failure | None = None
+    shortfalls: tuple[Shortfall, ...] = ()
+    final: Context = field(default=(), repr=False)
+
+    def reason(self) -> str:
+        if self.valid:
+            return f"valid: {self.steps} steps reach the requested reduction"
+        if self.failure is not None:
+            f = self.failure
+            return f"step {f.step}, {f.collective} over devices {list(f.group)}: {f.detail} ({f.rule})"
+        more = f" (and {len(self.shortfalls) - 3} more)" if len(self.shortfalls) > 3 else ""
+        return ("the program ends before every device holds its group's sum: "
+                + "; ".join(map(str, self.shortfalls[:3])) + more)
+
+
+def chunks_for(reduction_groups: Sequence[Sequence[int]]) -> int:
+    sizes = {len(g) for g in reduction_groups}
+    if len(sizes) != 1:
+        raise ModelError("reduction groups must all have the same size")
+    return sizes.pop()
+
+
+def replay(program: LoweredProgram, reduction_groups: Sequence[Sequence[int]],
+           chunks: int | None = None) -> Verdict:
+    """Replay ``program`` from the initial state and compare with the goal state."""
+    k = chunks if chunks is not None else chunks_for(reduction_groups)
+    n = program.num_devices
+    ctx = initial_context(n, k)
+    for i, step in enumerate(program.steps, 1):
+        try:
+            ctx = apply_step(ctx, step.collective, step.groups)
+        except RuleViolation as err:
+            return Verdict(False, len(program.steps),
+                           Failure(i, step.collective, err.group, err.rule, err.premise, err.detail,
+                                   tuple(ctx[d] for d in err.group)), final=ctx)
+    goal = goal_context(reduction_groups, n, k)
+    short = []
+    for d in range(n):
+        for r in range(k):
+            have, want = ctx[d][r], goal[d][r]
+            if have != want:
+                short.append(Shortfall(d, r, tuple(bits(want & ~have)), tuple(bits(have & ~want))))
+    return Verdict(not short, len(program.steps), None, tuple(short), final=ctx)
+
+
+def require_valid(program: LoweredProgram, reduction_groups: Sequence[Sequence[int]]) -> Verdict:
+    """:func:`replay`, raising :class:`VerificationError` when the program is not valid."""
+    v = replay(program, reduction_groups)
+    if not v.valid:
+        raise VerificationError(f"re-check failed: {v.reason()}")
+    return v

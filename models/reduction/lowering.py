@@ -1,0 +1,73 @@
+"""Lowering reduction programs to device groups of the whole system (P2 §3.4).
+
+A program over a synthesis hierarchy lowers to a sequence of steps
+``(C_i, groups_i)`` where ``groups_i`` are disjoint groups of global device
+ids (root first).  For hierarchy (d) each point group is repeated in every
+reduction group (:meth:`SynthesisHierarchy.lower_groups`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from meshplan.models.errors import ModelError
+from meshplan.models.reduction.dsl import Instruction, Program, group_spec, point_groups
+from meshplan.models.reduction.hierarchy import SynthesisHierarchy
+from meshplan.models.reduction.semantics import COLLECTIVES
+
+__all__ = ["LoweredStep", "LoweredProgram", "lower", "lower_instruction"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoweredStep:
+    """One collective over disjoint device groups; ``instruction`` when it came from the DSL."""
+
+    collective: str
+    groups: tuple[tuple[int, ...], ...]
+    instruction: Instruction | None = None
+
+    def __post_init__(self) -> None:
+        if self.collective not in COLLECTIVES:
+            raise ModelError(f"unknown collective {self.collective!r}; use one of {', '.join(COLLECTIVES)}")
+        seen: set[int] = set()
+        for g in self.groups:
+            if not g:
+                raise ModelError("a device group is empty")
+            for d in g:
+                if d in seen:
+                    raise ModelError(f"device {d} appears twice in the groups of one {self.collective} step")
+                seen.add(d)
+
+    @property
+    def key(self) -> tuple[str, tuple[tuple[int, ...], ...]]:
+        return (self.collective, self.groups)
+
+
+@dataclass(frozen=True, slots=True)
+class LoweredProgram:
+    steps: tuple[LoweredStep, ...]
+    num_devices: int
+
+    def __post_init__(self) -> None:
+        for i, st in enumerate(self.steps, 1):
+            for g in st.groups:
+                for d in g:
+                    if not 0 <= d < self.num_devices:
+                        raise ModelError(f"step {i}: device {d} out of range 0..{self.num_devices - 1}")
+
+    @property
+    def key(self) -> tuple:
+        return tuple(s.key for s in self.steps)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+def lower_instruction(h: SynthesisHierarchy, ins: Instruction) -> LoweredStep:
+    return LoweredStep(ins.collective, h.lower_groups(point_groups(h, group_spec(h, ins))), ins)
+
+
+def lower(h: SynthesisHierarchy, program: Program | Sequence[Instruction]) -> LoweredProgram:
+    ins = program.instructions if isinstance(program, Program) else tuple(program)
+    return LoweredProgram(tuple(lower_instruction(h, i) for i in ins), h.matrix.system.num_devices)

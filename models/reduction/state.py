@@ -1,0 +1,73 @@
+"""Device states as state matrices (P2 §3.2, Figure 7).
+
+A device's state is a ``k × N`` boolean matrix: row ``r`` is chunk ``r`` of
+the data, column ``d`` says whether device ``d``'s original chunk ``r`` has
+been added in.  We store a row as a Python ``int`` bit mask over devices (bit
+``d`` = column ``d``) and a state as a tuple of ``k`` masks, so states are
+hashable values and ``⊕`` of disjoint rows is a bitwise or.
+
+A *context* (``G`` in the paper) is the tuple of all devices' states.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+
+__all__ = ["State", "Context", "initial_context", "goal_context", "rows", "to_matrix", "from_matrix",
+           "bits", "EMPTY"]
+
+State = tuple[int, ...]
+Context = tuple[State, ...]
+EMPTY = 0
+
+
+def bits(mask: int) -> list[int]:
+    """The devices (columns) set in a row mask, ascending."""
+    out, d = [], 0
+    while mask:
+        if mask & 1:
+            out.append(d)
+        mask >>= 1
+        d += 1
+    return out
+
+
+def rows(state: State) -> frozenset[int]:
+    """Indices of the non-empty rows (chunks the device holds)."""
+    return frozenset(r for r, m in enumerate(state) if m)
+
+
+def initial_context(num_devices: int, chunks: int) -> Context:
+    """Every device holds its own data in every chunk: row r of device d = {d} (§3.5)."""
+    return tuple(tuple(1 << d for _ in range(chunks)) for d in range(num_devices))
+
+
+def goal_context(groups: Iterable[Sequence[int]], num_devices: int, chunks: int) -> Context:
+    """Every device holds, in every chunk, the sum over exactly its reduction group (§3.5)."""
+    out: list[State | None] = [None] * num_devices
+    for g in groups:
+        mask = 0
+        for d in g:
+            mask |= 1 << d
+        for d in g:
+            out[d] = tuple(mask for _ in range(chunks))
+    for d, s in enumerate(out):
+        if s is None:  # a device in no group reduces with itself only
+            out[d] = tuple(1 << d for _ in range(chunks))
+    return tuple(out)  # type: ignore[return-value]
+
+
+def to_matrix(state: State, num_devices: int) -> np.ndarray:
+    """The paper's boolean ``k × N`` matrix of a state."""
+    m = np.zeros((len(state), num_devices), dtype=bool)
+    for r, mask in enumerate(state):
+        for d in bits(mask):
+            m[r, d] = True
+    return m
+
+
+def from_matrix(matrix: np.ndarray) -> State:
+    m = np.asarray(matrix, dtype=bool)
+    return tuple(sum(1 << int(d) for d in np.flatnonzero(row)) for row in m)
