@@ -1,0 +1,98 @@
+"""Redistribution plans as values, and the planner (paper §7, with the re-check of DESIGN.md).
+
+:func:`plan_redistribution` decomposes the mesh into prime axes (§3), searches
+the memory-bounded weak graph (§7.2), lowers the shortest path with at most one
+final ``allpermute`` (§6, §7.3) and replays the result with the solver-free
+checker :func:`~meshplan.models.redistribution.lowlevel.check_program` before
+returning it.  Types in a plan are over the prime mesh; ``display`` merges
+complete runs of sub-axes back (``x_0,x_1`` → ``x``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from meshplan.models.errors import ModelError, VerificationError
+from meshplan.models.redistribution.collectives import Step
+from meshplan.models.redistribution.cost import op_cost
+from meshplan.models.redistribution.decompose import Decomposition, decompose
+from meshplan.models.redistribution.lowlevel import check_program
+from meshplan.models.redistribution.mesh import Mesh
+from meshplan.models.redistribution.types import DistType, check_well_formed
+from meshplan.models.redistribution.weak import mesh_primes, weak_of
+from meshplan.solvers.redistribution.lower import LoweringOptions, lower
+from meshplan.solvers.redistribution.search import shortest_weak_path
+
+__all__ = ["PlannedStep", "Plan", "plan_redistribution", "make_plan", "check_problem"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedStep:
+    step: Step
+    type: DistType      # type after the step (prime mesh, w.r.t. the current device map)
+    localsize: int      # elements per device after the step
+    cost: int           # elements per device moved by the step (Fig. 11)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A redistribution program ``src →* dst`` with its height and cost (elements per device)."""
+
+    strategy: str
+    decomposition: Decomposition
+    src: DistType            # over the prime mesh
+    dst: DistType
+    steps: tuple[PlannedStep, ...]
+    height: int
+    cost: int
+    bound: int               # max(localsize(src), localsize(dst))
+    weak_cost: int | None = None   # cost of the weak shortest path (search only)
+
+    @property
+    def mesh(self) -> Mesh:
+        return self.decomposition.prime
+
+    @property
+    def ops(self) -> tuple[Step, ...]:
+        return tuple(s.step for s in self.steps)
+
+    def display(self, t: DistType) -> str:
+        return str(self.decomposition.recompose(t))
+
+
+def check_problem(mesh: Mesh, src: DistType, dst: DistType) -> Decomposition:
+    """Validate a problem (WF rules, equal global types, §2.5) and decompose its mesh."""
+    check_well_formed(mesh, src, what="source type")
+    check_well_formed(mesh, dst, what="target type")
+    if src.globaltype != dst.globaltype:
+        raise ModelError(f"source {src} and target {dst} have different global shapes "
+                         f"{list(src.globaltype)} and {list(dst.globaltype)}; a redistribution keeps the "
+                         "global array (§2.5)")
+    return decompose(mesh)
+
+
+def make_plan(strategy: str, dec: Decomposition, src: DistType, dst: DistType, ops: tuple[Step, ...],
+              weak_cost: int | None = None) -> Plan:
+    """Replay ``ops`` with the checker, then attach types, costs and the height."""
+    coords0 = dec.coords()
+    states = check_program(dec.prime, coords0, src, dst, ops)
+    steps = []
+    for k, op in enumerate(ops):
+        before, after = states[k].type, states[k + 1].type
+        steps.append(PlannedStep(op, after, after.localsize, op_cost(op.op, before.localsize, after.localsize)))
+    return Plan(strategy, dec, src, dst, tuple(steps),
+                height=max(s.type.localsize for s in states), cost=sum(s.cost for s in steps),
+                bound=max(src.localsize, dst.localsize), weak_cost=weak_cost)
+
+
+def plan_redistribution(mesh: Mesh, src: DistType, dst: DistType,
+                        opts: LoweringOptions = LoweringOptions()) -> Plan:
+    """The memory-bounded near-optimal program of §7 for ``src ⇝ dst`` on ``mesh``."""
+    dec = check_problem(mesh, src, dst)
+    psrc, pdst = dec.type(src), dec.type(dst)
+    path = shortest_weak_path(mesh_primes(dec.prime), weak_of(psrc), weak_of(pdst))
+    ops = lower(dec.prime, dec.coords(), psrc, pdst, path.steps, opts)
+    plan = make_plan("search", dec, psrc, pdst, ops, weak_cost=path.cost)
+    if plan.height > plan.bound:
+        raise VerificationError(f"internal: program height {plan.height} exceeds the bound {plan.bound}")
+    return plan
