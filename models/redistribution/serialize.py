@@ -1,0 +1,43 @@
+"""JSON form of collective steps (the ``--json`` program format and the MPI job input).
+
+``{"op": "alltoall", "dims": [0, 1], "axes": ["x_0"]}``; a lowered ``allpermute``
+carries ``"target"`` (a type string) and ``"source"`` (``source[d]`` = the device
+whose tile device ``d`` receives).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from meshplan.models.errors import ModelError
+from meshplan.models.redistribution.collectives import AllGather, AllPermute, AllToAll, DynSlice, Step
+from meshplan.models.redistribution.types import parse_type
+
+__all__ = ["step_to_dict", "step_from_dict"]
+
+
+def step_to_dict(step: Step) -> dict[str, Any]:
+    out: dict[str, Any] = {"op": step.op, "dims": list(step.dims), "axes": list(step.axes)}
+    if isinstance(step, AllPermute):
+        out["target"] = str(step.target)
+        out["source"] = None if step.source is None else list(step.source)
+    return out
+
+
+def step_from_dict(d: dict[str, Any]) -> Step:
+    try:
+        op = d["op"]
+        axes = tuple(d.get("axes", ()))
+        dims = list(d.get("dims", ()))
+        if op == "allgather":
+            return AllGather(int(dims[0]), axes)
+        if op == "dynslice":
+            return DynSlice(int(dims[0]), axes)
+        if op == "alltoall":
+            return AllToAll(int(dims[0]), int(dims[1]), axes)
+        if op == "allpermute":
+            src = d.get("source")
+            return AllPermute(parse_type(d["target"]), None if src is None else tuple(int(s) for s in src))
+    except (KeyError, IndexError, TypeError, ValueError) as err:
+        raise ModelError(f"bad step {d!r}: {err}") from err
+    raise ModelError(f"unknown collective {d.get('op')!r} in step {d!r}")
