@@ -87,7 +87,7 @@ class ParallelismMatrix:
         return [list(r) for r in self.rows]
 
     def __str__(self) -> str:
-        return "[" + ", ".join("[" + ",".join(map(str, r)) + "]" for r in self.rows) + "]"
+        return "[" + ",".join("[" + ",".join(map(str, r)) + "]" for r in self.rows) + "]"
 
     # -- device <-> coordinates -------------------------------------------------------------
     def sub_coords(self, device: int) -> tuple[tuple[int, ...], ...]:

@@ -22,10 +22,12 @@ and the presets of :mod:`meshplan.models.presets`.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -131,11 +133,7 @@ class System:
         """Level coordinates of a device (row-major, last level fastest)."""
         if not 0 <= device < self.num_devices:
             raise ModelError(f"device {device} out of range 0..{self.num_devices - 1}")
-        out = []
-        for size in reversed(self.sizes):
-            out.append(device % size)
-            device //= size
-        return tuple(reversed(out))
+        return _coords_table(self.sizes)[device]
 
     def device(self, coords: tuple[int, ...]) -> int:
         d = 0
@@ -253,6 +251,11 @@ class System:
                                     latency=default.latency)
             levels.append(Level(name=name, size=size, links=(link,)))
         return cls(levels=tuple(levels))
+
+
+@lru_cache(maxsize=64)
+def _coords_table(sizes: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    return tuple(itertools.product(*(range(x) for x in sizes)))
 
 
 def _default_link(i: int, n: int) -> Interconnect:

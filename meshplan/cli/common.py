@@ -33,7 +33,10 @@ def _default(o: Any) -> Any:
 def console():
     from rich.console import Console
 
-    return Console(highlight=False)
+    con = Console(highlight=False)
+    if not con.is_terminal:  # pipes and files get wide, unwrapped tables
+        con = Console(highlight=False, width=160)
+    return con
 
 
 def parse_int_list(text: str, what: str) -> tuple[int, ...]:

@@ -90,6 +90,15 @@ class Program:
     def __str__(self) -> str:
         return "; ".join(map(str, self.instructions))
 
+    def compact(self) -> str:
+        """A short form for tables: ``RS(node) ; AR(node,Parallel(root)) ; AG(node)``."""
+        ab = {"AllReduce": "AR", "ReduceScatter": "RS", "AllGather": "AG", "Reduce": "R", "Broadcast": "B"}
+        parts = []
+        for i in self.instructions:
+            form = "" if i.form.kind == "InsideGroup" else f",{i.form}"
+            parts.append(f"{ab[i.collective]}({i.slice}{form})")
+        return " ; ".join(parts)
+
     def text(self) -> str:
         """The line format of ``meshplan check`` (docs/check.md)."""
         return "".join(f"{i}\n" for i in self.instructions)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable, Sequence
 
 from meshplan.models.errors import ModelError
@@ -106,14 +107,9 @@ class SynthesisHierarchy:
             idx //= s
         return tuple(reversed(out))
 
-    def replicas(self) -> list[list[int]]:
+    def replicas(self) -> tuple[tuple[int, ...], ...]:
         """``replicas()[r][p]``: the device at point ``p`` of replica ``r`` (replicas sorted)."""
-        table: dict[tuple[int, ...], list[int]] = {}
-        n = self.num_points
-        for d in range(self.matrix.system.num_devices):
-            coords, rep = self.point_of(d)
-            table.setdefault(rep, [-1] * n)[self.point_index(coords)] = d
-        return [table[k] for k in sorted(table)]
+        return _replicas(self)
 
     def lower_groups(self, point_groups: Iterable[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
         """Device groups of the whole system for groups of points, in every replica."""
@@ -157,3 +153,13 @@ def synthesis_hierarchy(matrix: ParallelismMatrix, reduce: Iterable[int], kind: 
         out.append(SynthLevel(name=name, size=size, hw_level=j, axes=axes))
     return SynthesisHierarchy(matrix=matrix, reduce=red, kind=key, levels=tuple(out),
                               collapsed=collapse if key == "d" else False)
+
+
+@lru_cache(maxsize=256)
+def _replicas(h: SynthesisHierarchy) -> tuple[tuple[int, ...], ...]:
+    table: dict[tuple[int, ...], list[int]] = {}
+    n = h.num_points
+    for d in range(h.matrix.system.num_devices):
+        coords, rep = h.point_of(d)
+        table.setdefault(rep, [-1] * n)[h.point_index(coords)] = d
+    return tuple(tuple(table[k]) for k in sorted(table))

@@ -9,6 +9,7 @@ reduction group (:meth:`SynthesisHierarchy.lower_groups`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 from meshplan.models.errors import ModelError
@@ -64,6 +65,7 @@ class LoweredProgram:
         return len(self.steps)
 
 
+@lru_cache(maxsize=4096)
 def lower_instruction(h: SynthesisHierarchy, ins: Instruction) -> LoweredStep:
     return LoweredStep(ins.collective, h.lower_groups(point_groups(h, group_spec(h, ins))), ins)
 

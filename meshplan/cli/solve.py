@@ -1,0 +1,152 @@
+"""``meshplan solve placement``: where should each parallelism axis live, and how to reduce?"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from meshplan.cli.common import add_common_flags, console, parse_int_list, print_json
+from meshplan.models.errors import ModelError
+from meshplan.models.placement_constraints import PlacementConstraints
+from meshplan.models.presets import PRESETS
+from meshplan.models.simulator import ALGORITHMS
+from meshplan.models.system import System
+from meshplan.models.units import format_bytes, format_seconds, parse_bytes
+from meshplan.solvers.synthesis import DIALECTS
+
+__all__ = ["register"]
+
+EXAMPLES = """\
+examples:
+  meshplan solve placement --system a100-4x16 --axes 4,16 --reduce 0
+  meshplan solve placement --system v100-2x8 --axes 2,2,4 --reduce 0,2 --algo tree
+  meshplan solve placement --system node=4,gpu=8 --axes 4,8 --reduce 1 --pin 1:gpu=8 --json
+  meshplan solve placement --system examples/systems/dgx-like.toml --axes 2,32 --reduce 1 --export plan.json
+"""
+
+
+def register(sub) -> None:
+    solve = sub.add_parser("solve", help="solve a planning question (placement)",
+                           description="Solve a planning question.")
+    objects = solve.add_subparsers(dest="object", metavar="<question>")
+    p = objects.add_parser(
+        "placement",
+        help="enumerate parallelism placements and synthesize hierarchical reductions for each",
+        description=(
+            "Enumerate every parallelism matrix that places the axes on the system (P2 §3.1; "
+            "CP-SAT or z3), synthesize every reduction program up to --max-size over the "
+            "reduction-axis synthesis hierarchy (P2 §3.3-3.5), re-check each by replay, "
+            "simulate it on the system's interconnects (P2 §5) and rank. The table shows per "
+            "placement the single-step AllReduce time, the best program, its time and speed-up."),
+        epilog=EXAMPLES + f"\npresets: {', '.join(PRESETS)}",
+        formatter_class=__import__("argparse").RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--system", required=True,
+                   help="a preset, a .json/.toml system file, or levels like node=4,gpu=16 (docs/formats.md)")
+    p.add_argument("--axes", required=True, help="parallelism axis sizes, e.g. 4,16 (their product = #devices)")
+    p.add_argument("--reduce", required=True, help="indices of the reduction axes, e.g. 0 or 0,2")
+    p.add_argument("--max-size", type=int, default=5, help="largest program size to synthesize (default 5)")
+    p.add_argument("--dsl", choices=DIALECTS, default="full",
+                   help="full: the DSL of P2 §3.3 as written (default); paper: the restriction that "
+                        "reproduces P2's program counts (docs/synthesis.md)")
+    p.add_argument("--bytes", default="1GiB", help="data per device to reduce (default 1GiB)")
+    p.add_argument("--algo", choices=ALGORITHMS, default="ring", help="collective algorithm, as NCCL_ALGO (default ring)")
+    p.add_argument("--solver", choices=("cpsat", "z3"), default="cpsat", help="placement solver (default cpsat)")
+    p.add_argument("--pin", action="append", default=[], metavar="AXIS:LEVEL=F",
+                   help="fix a matrix entry: axis AXIS split F ways across LEVEL (repeatable)")
+    p.add_argument("--inside", action="append", default=[], metavar="AXIS:LEVEL",
+                   help="keep axis AXIS entirely inside LEVEL (repeatable)")
+    p.add_argument("--top", type=int, default=None, metavar="K",
+                   help="show only the K fastest placements in the table (JSON always has all)")
+    p.add_argument("--export", metavar="FILE", help="also write the full JSON schedule to FILE "
+                   "(input of check/run/export/show)")
+    add_common_flags(p)
+    p.set_defaults(func=run)
+    solve.set_defaults(func=lambda args: _missing(solve))
+
+
+def _missing(parser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def run(args) -> int:
+    from meshplan.schedule import study_to_json
+    from meshplan.solvers.placement_study import solve_placement
+
+    system = System.parse(args.system)
+    axes = parse_int_list(args.axes, "--axes")
+    reduce = parse_int_list(args.reduce, "--reduce")
+    if args.max_size < 1:
+        raise ModelError(f"--max-size must be at least 1, got {args.max_size}")
+    if args.top is not None and args.top < 1:
+        raise ModelError(f"--top must be at least 1, got {args.top}")
+    nbytes = parse_bytes(args.bytes)
+    cons = PlacementConstraints.parse(system, args.pin, args.inside)
+    progress = _progress() if (sys.stderr.isatty() and not args.json) else None
+    try:
+        study = solve_placement(system, axes, reduce, max_size=args.max_size, dialect=args.dsl,
+                                bytes_per_device=nbytes, algo=args.algo, backend=args.solver,
+                                constraints=cons, progress=progress[1] if progress else None)
+    finally:
+        if progress:
+            progress[0].stop()
+    doc = study_to_json(study)
+    if args.export:
+        try:
+            Path(args.export).write_text(json.dumps(doc, indent=1) + "\n")
+        except OSError as err:
+            raise ModelError(f"cannot write --export file {args.export!r}: {err.strerror}") from err
+    if args.json:
+        print_json(doc)
+        return 0
+    _table(study, args.top)
+    if args.export:
+        console().print(f"schedule written to {args.export}")
+    return 0
+
+
+def _progress():
+    from rich.progress import Progress
+
+    prog = Progress(transient=True)
+    task = prog.add_task("synthesizing", total=None)
+    prog.start()
+
+    def update(done: int, total: int) -> None:
+        prog.update(task, completed=done, total=total)
+
+    return prog, update
+
+
+def _short(program, width: int = 60) -> str:
+    compact = program.compact()
+    return compact if len(compact) <= width else compact[: width - 1] + "…"
+
+
+def _table(study, top: int | None) -> None:
+    from rich.table import Table
+
+    con = console()
+    s = study.system
+    con.print(f"[bold]{s}[/bold] ({s.short()}, {s.num_devices} devices), axes {list(study.axes)}, "
+              f"reduce {list(study.reduce)}, {format_bytes(study.bytes_per_device)} per device, "
+              f"{study.algo} algorithm, DSL {study.dialect}, max size {study.max_size}")
+    t = Table(show_lines=False)
+    for col in ("#", "matrix", "AllReduce", "best program", "time", "speed-up", "programs"):
+        t.add_column(col, justify="right" if col in ("#", "AllReduce", "time", "speed-up", "programs") else "left")
+    shown = study.placements[:top] if top else study.placements
+    for i, pl in enumerate(shown):
+        t.add_row(str(i), str(pl.matrix), format_seconds(pl.allreduce.time_s), _short(pl.best.program),
+                  format_seconds(pl.best.time.time_s), f"{pl.speedup:.2f}x", str(len(pl.programs)))
+    con.print(t)
+    if top and len(study.placements) > top:
+        con.print(f"({len(study.placements) - top} more placements; --json lists all)")
+    b = study.best
+    worst = max(p.allreduce.time_s for p in study.placements)
+    con.print(f"[bold]best placement[/bold] {b.matrix}: {b.best.program}")
+    con.print(f"  {format_seconds(b.best.time.time_s)} vs AllReduce {format_seconds(b.allreduce.time_s)} "
+              f"({b.speedup:.2f}x); slowest placement's AllReduce {format_seconds(worst)} "
+              f"({worst / b.best.time.time_s:.1f}x the best)")
+    con.print(f"synthesis took {study.synthesis_seconds:.3f} s for {len(study.placements)} placements")

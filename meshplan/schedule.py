@@ -1,0 +1,151 @@
+"""The schedule file: what ``solve placement --json/--export`` writes (docs/schedule-format.md).
+
+Versioned by ``schema`` = ``meshplan.schedule/1``.  :func:`study_to_json`
+writes it; :func:`load_schedule` reads it back into model values (system,
+placement, lowered programs) for ``check``, ``run``, ``export`` and ``show``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from meshplan.models.errors import ModelError, ParseError
+from meshplan.models.placement import ParallelismMatrix
+from meshplan.models.reduction.dsl import Instruction, Program, parse_form
+from meshplan.models.reduction.lowering import LoweredProgram, LoweredStep
+from meshplan.models.system import System
+from meshplan.solvers.placement_study import PlacementStudy
+
+__all__ = ["SCHEMA", "study_to_json", "load_schedule", "Schedule", "ScheduledPlacement", "ScheduledProgram"]
+
+SCHEMA = "meshplan.schedule/1"
+
+
+def _program_json(pid: int, pr) -> dict[str, Any]:
+    return {
+        "id": pid,
+        "text": str(pr.program),
+        "size": len(pr.program),
+        "time_s": pr.time.time_s,
+        "steps": [
+            {
+                "collective": st.collective,
+                "slice": st.instruction.slice if st.instruction else None,
+                "form": str(st.instruction.form) if st.instruction else None,
+                "groups": [list(g) for g in st.groups],
+                "time_s": t.time_s,
+                "bottleneck": t.bottleneck,
+                "bytes_sent_max": max(t.bytes_sent) if t.bytes_sent else 0.0,
+            }
+            for st, t in zip(pr.lowered.steps, pr.time.steps)
+        ],
+    }
+
+
+def study_to_json(study: PlacementStudy) -> dict[str, Any]:
+    placements = []
+    for pid, pl in enumerate(study.placements):
+        placements.append({
+            "id": pid,
+            "matrix": pl.matrix.tolist(),
+            "synthesis_hierarchy": [{"name": lv.name, "size": lv.size} for lv in pl.hierarchy.levels],
+            "reduction_groups": [list(g) for g in pl.reduction_groups],
+            "allreduce_time_s": pl.allreduce.time_s,
+            "best_time_s": pl.best.time.time_s,
+            "speedup": pl.speedup,
+            "num_programs": len(pl.programs),
+            "synthesis_seconds": pl.synthesis_seconds,
+            "programs": [_program_json(i, pr) for i, pr in enumerate(pl.programs)],
+        })
+    return {
+        "schema": SCHEMA,
+        "system": study.system.to_dict(),
+        "axes": list(study.axes),
+        "reduce": list(study.reduce),
+        "bytes_per_device": study.bytes_per_device,
+        "algo": study.algo,
+        "dsl": study.dialect,
+        "max_size": study.max_size,
+        "synthesis_seconds": study.synthesis_seconds,
+        "best": {"placement": 0, "program": 0, "time_s": study.best.best.time.time_s,
+                 "allreduce_time_s": study.best.allreduce.time_s},
+        "placements": placements,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledProgram:
+    id: int
+    text: str
+    program: Program | None
+    lowered: LoweredProgram
+    time_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledPlacement:
+    id: int
+    matrix: ParallelismMatrix
+    reduction_groups: tuple[tuple[int, ...], ...]
+    programs: tuple[ScheduledProgram, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    system: System
+    axes: tuple[int, ...]
+    reduce: tuple[int, ...]
+    bytes_per_device: int
+    algo: str
+    placements: tuple[ScheduledPlacement, ...]
+
+
+def load_schedule(path: str | Path) -> Schedule:
+    """Read a schedule file; errors name the offending field."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"schedule file {str(path)!r} not found")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ParseError(f"malformed JSON: {err.msg}", line=err.lineno, column=err.colno, source=str(path)) from err
+    return schedule_from_json(data, source=str(path))
+
+
+def schedule_from_json(data: Any, source: str = "schedule") -> Schedule:
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ModelError(f"{source}: not a meshplan schedule (expected \"schema\": \"{SCHEMA}\"); "
+                         "write one with `meshplan solve placement --export FILE`")
+    try:
+        system = System.from_dict(data["system"], source=source)
+        axes = tuple(int(a) for a in data["axes"])
+        reduce = tuple(int(r) for r in data["reduce"])
+        placements = []
+        for pl in data["placements"]:
+            m = ParallelismMatrix.of(system, pl["matrix"], axes)
+            groups = tuple(tuple(int(d) for d in g) for g in pl.get("reduction_groups") or m.reduction_groups(reduce))
+            progs = []
+            for pr in pl["programs"]:
+                steps, ins = [], []
+                for st in pr["steps"]:
+                    instr = None
+                    if st.get("slice") is not None and st.get("form") is not None:
+                        instr = Instruction(st["collective"], st["slice"], parse_form(st["form"]))
+                        ins.append(instr)
+                    steps.append(LoweredStep(st["collective"], tuple(tuple(int(d) for d in g) for g in st["groups"]),
+                                             instr))
+                prog = Program(tuple(ins)) if len(ins) == len(steps) else None
+                progs.append(ScheduledProgram(int(pr.get("id", len(progs))), str(pr.get("text", "")), prog,
+                                              LoweredProgram(tuple(steps), system.num_devices), pr.get("time_s")))
+            placements.append(ScheduledPlacement(int(pl.get("id", len(placements))), m, groups, tuple(progs)))
+    except (KeyError, TypeError, ValueError) as err:
+        if isinstance(err, ModelError):
+            raise
+        raise ModelError(f"{source}: malformed schedule ({type(err).__name__}: {err})") from err
+    return Schedule(system, axes, reduce, int(data.get("bytes_per_device", 2**30)), str(data.get("algo", "ring")),
+                    tuple(placements))
+
+
