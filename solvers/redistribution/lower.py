@@ -34,7 +34,7 @@ from meshplan.models.redistribution.offsets import base_offsets
 from meshplan.models.redistribution.types import Dim, DistType
 from meshplan.models.redistribution.weak import WeakStep
 
-__all__ = ["lower", "final_permutation", "LoweringOptions"]
+__all__ = ["lower", "lower_best", "final_permutation", "LoweringOptions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,3 +192,21 @@ def lower(mesh: Mesh, coords0: np.ndarray, src: DistType, dst: DistType, wsteps:
                 if cost2 == 0:
                     break
     return best
+
+
+def lower_best(mesh: Mesh, coords0: np.ndarray, src: DistType, dst: DistType,
+               paths: tuple[tuple[WeakStep, ...], ...], opts: LoweringOptions = LoweringOptions()
+               ) -> tuple[Step, ...]:
+    """Lower each of several equally short weak paths; keep the cheapest result (fewest steps on ties)."""
+    best = None
+    for wsteps in paths:
+        ops = lower(mesh, coords0, src, dst, wsteps, opts)
+        perm = [o for o in ops if isinstance(o, AllPermute)]
+        key = (sum(o.target.localsize for o in perm), len(ops), sum(o.moved for o in perm))
+        if best is None or key < best[0]:
+            best = (key, ops)
+        if key[0] == 0:
+            break
+    if best is None:
+        raise ModelError("no weak path to lower")
+    return best[1]

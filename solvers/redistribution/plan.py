@@ -20,7 +20,7 @@ from meshplan.models.redistribution.lowlevel import check_program
 from meshplan.models.redistribution.mesh import Mesh
 from meshplan.models.redistribution.types import DistType, check_well_formed
 from meshplan.models.redistribution.weak import mesh_primes, weak_of
-from meshplan.solvers.redistribution.lower import LoweringOptions, lower
+from meshplan.solvers.redistribution.lower import LoweringOptions, lower_best
 from meshplan.solvers.redistribution.search import shortest_weak_path
 
 __all__ = ["PlannedStep", "Plan", "plan_redistribution", "make_plan", "check_problem"]
@@ -91,7 +91,7 @@ def plan_redistribution(mesh: Mesh, src: DistType, dst: DistType,
     dec = check_problem(mesh, src, dst)
     psrc, pdst = dec.type(src), dec.type(dst)
     path = shortest_weak_path(mesh_primes(dec.prime), weak_of(psrc), weak_of(pdst))
-    ops = lower(dec.prime, dec.coords(), psrc, pdst, path.steps, opts)
+    ops = lower_best(dec.prime, dec.coords(), psrc, pdst, path.alternatives or (path.steps,), opts)
     plan = make_plan("search", dec, psrc, pdst, ops, weak_cost=path.cost)
     if plan.height > plan.bound:
         raise VerificationError(f"internal: program height {plan.height} exceeds the bound {plan.bound}")

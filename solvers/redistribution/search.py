@@ -33,22 +33,31 @@ class WeakPath:
     cost: int
     bound: int
     explored: int
+    #: other shortest paths (same cost and length), for the lowering to choose from (§7.3)
+    alternatives: tuple[tuple[WeakStep, ...], ...] = ()
 
 
-def shortest_weak_path(primes: Counter, src: WeakType, dst: WeakType, *, bound: int | None = None) -> WeakPath:
-    """Dijkstra from ``src`` to ``dst`` over weak types with ``localsize <= bound`` (§7.2)."""
+def shortest_weak_path(primes: Counter, src: WeakType, dst: WeakType, *, bound: int | None = None,
+                       max_alternatives: int = 16) -> WeakPath:
+    """Dijkstra from ``src`` to ``dst`` over weak types with ``localsize <= bound`` (§7.2).
+
+    Besides one shortest path it lists up to ``max_alternatives`` shortest paths
+    in total (all of equal cost and length): they differ only in which
+    dimensions give or take a factor first, which matters once the lowering picks
+    concrete axes.
+    """
     if src.globaltype != dst.globaltype:
         raise ModelError(f"global types differ: {src.globaltype} vs {dst.globaltype}")
     bound = max(src.localsize, dst.localsize) if bound is None else bound
-    return _search(tuple(sorted(primes.items())), src, dst, bound)
+    return _search(tuple(sorted(primes.items())), src, dst, bound, max_alternatives)
 
 
 @lru_cache(maxsize=4096)
-def _search(primes_key: tuple, src: WeakType, dst: WeakType, bound: int) -> WeakPath:
+def _search(primes_key: tuple, src: WeakType, dst: WeakType, bound: int, max_alt: int) -> WeakPath:
     primes = Counter(dict(primes_key))
     tie = itertools.count()
     dist: dict[WeakType, tuple[int, int]] = {src: (0, 0)}
-    prev: dict[WeakType, tuple[WeakType, WeakStep]] = {}
+    prev: dict[WeakType, list[tuple[WeakType, WeakStep]]] = {}
     heap = [(0, 0, next(tie), src)]
     done: set[WeakType] = set()
     while heap:
@@ -65,14 +74,23 @@ def _search(primes_key: tuple, src: WeakType, dst: WeakType, bound: int) -> Weak
             key = (cost + op_cost(step.op, ls, w2.localsize), nsteps + 1)
             if w2 not in dist or key < dist[w2]:
                 dist[w2] = key
-                prev[w2] = (w, step)
+                prev[w2] = [(w, step)]
                 heapq.heappush(heap, (key[0], key[1], next(tie), w2))
+            elif key == dist[w2]:
+                prev[w2].append((w, step))
     if dst not in done:
         raise Infeasible(f"no sequence of collectives within {bound} elements per device reaches {dst}")
-    steps, types = [], [dst]
-    w = dst
-    while w != src:
-        w, step = prev[w]
-        steps.append(step)
-        types.append(w)
-    return WeakPath(tuple(reversed(steps)), tuple(reversed(types)), dist[dst][0], bound, len(done))
+    paths: list[tuple[tuple[WeakStep, ...], tuple[WeakType, ...]]] = []
+
+    def back(w: WeakType, steps: tuple, types: tuple) -> None:
+        if len(paths) >= max_alt:
+            return
+        if w == src:
+            paths.append((steps, types))
+            return
+        for w0, step in prev[w]:
+            back(w0, (step,) + steps, (w0,) + types)
+
+    back(dst, (), (dst,))
+    steps, types = paths[0]
+    return WeakPath(steps, types, dist[dst][0], bound, len(done), tuple(p for p, _ in paths))
