@@ -1,0 +1,163 @@
+"""Benchmark: memory-bounded redistribution vs the XLA-style baseline (paper §8 set-up, issue 5).
+
+    python bench/redistribution.py [--quick] [--problems N] [--mpi-problems M] [--seed S]
+
+Samples problems as the paper's evaluation does: meshes of 3 axes, arrays of
+1 to 6 dimensions, every mesh axis independently replicated or partitioning one
+dimension, in the source and in the target type.  Global sizes are scaled to
+this machine (about ``--elements`` elements per global array for the MPI runs).
+Reports synthesis time (median and max), cost and height of the search's
+programs relative to the baseline, and, on a subset run on 8 MPI ranks (mesh
+{x:2,y:2,z:2}), the geometric-mean and maximum speed-up of measured time over
+the baseline and the peak-memory ratio.  Prints a table and writes
+bench/results/redistribution.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from meshplan.exec.redistribution.run import run_plans
+from meshplan.models.redistribution.mesh import Mesh
+from meshplan.models.redistribution.sample import Problem, random_type_axes
+from meshplan.models.redistribution.types import Dim, DistType
+from meshplan.solvers.redistribution.baseline import baseline_plan
+from meshplan.solvers.redistribution.plan import plan_redistribution
+
+SYNTH_MESHES = [(2, 2, 2), (4, 2, 2), (2, 4, 2), (4, 4, 2), (2, 3, 4), (4, 4, 4), (8, 4, 2), (3, 3, 2)]
+MPI_MESH = (2, 2, 2)
+
+
+def sample(rng: random.Random, sizes: tuple[int, ...], elements: int) -> Problem:
+    """One problem: 3 axes, 1–6 dimensions, global size about ``elements`` (never identical types)."""
+    mesh = Mesh(tuple(zip("xyz", sizes)))
+    while True:
+        rank = rng.randint(1, 6)
+        a = random_type_axes(rng, mesh, rank, p_replicated=1 / 3)
+        b = random_type_axes(rng, mesh, rank, p_replicated=1 / 3)
+        dims = [math.lcm(math.prod(mesh.size(x) for x in a[i]), math.prod(mesh.size(x) for x in b[i]))
+                for i in range(rank)]
+        while math.prod(dims) < elements:
+            dims[rng.randrange(rank)] *= 2
+        def build(ax):
+            return DistType(tuple(Dim(s // math.prod(mesh.size(x) for x in ax[i]), tuple(ax[i]), s)
+                                  for i, s in enumerate(dims)))
+        src, dst = build(a), build(b)
+        if src != dst:
+            return Problem(mesh, src, dst)
+
+
+def geomean(xs):
+    xs = [x for x in xs if x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="200 problems, 20 on MPI")
+    ap.add_argument("--problems", type=int, default=1000)
+    ap.add_argument("--mpi-problems", type=int, default=100)
+    ap.add_argument("--elements", type=int, default=1 << 20, help="elements per global array on MPI (f32)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=2022)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "redistribution.json"))
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.problems, args.mpi_problems, args.repeats = 200, 20, 3
+    rng = random.Random(args.seed)
+
+    # -- synthesis on 1,000 problems -----------------------------------------------------------
+    rows = []
+    for k in range(args.problems):
+        pr = sample(rng, SYNTH_MESHES[k % len(SYNTH_MESHES)], elements=1 << 24)
+        t0 = time.perf_counter()
+        s = plan_redistribution(pr.mesh, pr.src, pr.dst)
+        t1 = time.perf_counter()
+        b = baseline_plan(pr.mesh, pr.src, pr.dst)
+        rows.append({
+            "mesh": pr.mesh.cli(), "src": str(pr.src), "dst": str(pr.dst), "synth_s": t1 - t0,
+            "cost": s.cost, "base_cost": b.cost, "height": s.height, "base_height": b.height,
+            "bound": s.bound, "permute": any(x.step.op == "allpermute" for x in s.steps),
+            "base_full_gather": b.height > b.bound,
+            "steps": [str(x.step) for x in s.steps], "base_steps": [str(x.step) for x in b.steps],
+        })
+    synth = [r["synth_s"] for r in rows]
+    cost_ratio = [r["cost"] / r["base_cost"] for r in rows if r["base_cost"]]
+    height_ratio = [r["height"] / r["base_height"] for r in rows]
+    summary = {
+        "problems": len(rows),
+        "synthesis_s_median": statistics.median(synth),
+        "synthesis_s_max": max(synth),
+        "cost_ratio_geomean": geomean(cost_ratio),
+        "cost_ratio_max": max(cost_ratio),
+        "cost_lower_than_baseline": sum(r["cost"] < r["base_cost"] for r in rows),
+        "cost_higher_than_baseline": sum(r["cost"] > r["base_cost"] for r in rows),
+        "height_ratio_geomean": geomean(height_ratio),
+        "height_ratio_min": min(height_ratio),
+        "height_within_bound": sum(r["height"] <= r["bound"] for r in rows),
+        "baseline_exceeds_bound": sum(r["base_full_gather"] for r in rows),
+        "search_final_permute": sum(r["permute"] for r in rows),
+    }
+
+    # -- MPI subset on 8 ranks ----------------------------------------------------------------
+    mpi_rows = []
+    if args.mpi_problems:
+        jobs, probs = [], []
+        for _ in range(args.mpi_problems):
+            pr = sample(rng, MPI_MESH, elements=args.elements)
+            probs.append(pr)
+            jobs.append({"search": plan_redistribution(pr.mesh, pr.src, pr.dst),
+                         "baseline": baseline_plan(pr.mesh, pr.src, pr.dst)})
+        results = []
+        for lo in range(0, len(jobs), 25):
+            results += run_plans(jobs[lo:lo + 25], np=8, repeats=args.repeats, timeout_s=1200)
+        for pr, job, res in zip(probs, jobs, results):
+            s, b = res["search"], res["baseline"]
+            mpi_rows.append({
+                "src": str(pr.src), "dst": str(pr.dst),
+                "verified": s.verified and b.verified,
+                "time_s": s.time_s, "base_time_s": b.time_s, "speedup": b.time_s / s.time_s,
+                "peak_live": s.peak_live_bytes, "base_peak_live": b.peak_live_bytes,
+                "peak_tile": s.peak_tile_bytes, "base_peak_tile": b.peak_tile_bytes,
+                "cost": job["search"].cost, "base_cost": job["baseline"].cost,
+            })
+        sp = [r["speedup"] for r in mpi_rows]
+        summary.update({
+            "mpi_problems": len(mpi_rows),
+            "mpi_ranks": 8,
+            "mpi_all_verified": all(r["verified"] for r in mpi_rows),
+            "speedup_geomean": geomean(sp),
+            "speedup_max": max(sp),
+            "speedup_min": min(sp),
+            "slower_than_baseline": sum(x < 1 for x in sp),
+            "peak_live_ratio_geomean": geomean([r["peak_live"] / r["base_peak_live"] for r in mpi_rows]),
+            "peak_live_ratio_max": max(r["peak_live"] / r["base_peak_live"] for r in mpi_rows),
+            "peak_tile_ratio_geomean": geomean([r["peak_tile"] / r["base_peak_tile"] for r in mpi_rows]),
+        })
+
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="redistribution: search vs XLA-style baseline")
+    t.add_column("measure")
+    t.add_column("value", justify="right")
+    for k, v in summary.items():
+        t.add_row(k, f"{v:.4g}" if isinstance(v, float) else str(v))
+    Console(highlight=False).print(t)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"args": vars(args), "summary": summary, "problems": rows, "mpi": mpi_rows},
+                              indent=1))
+    print(f"wrote {out}")
+    return 0 if summary.get("mpi_all_verified", True) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
