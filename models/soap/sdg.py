@@ -1,0 +1,401 @@
+"""Symbolic directed graph and subgraph statements (Definitions 5.5, 5.6).
+
+The SDG has one vertex per array and an edge ``A -> B`` when a statement
+reads ``A`` and writes ``B``.  For a set ``H`` of computed arrays,
+:func:`subgraph_problem` builds the subgraph SOAP statement ``St_H`` as the
+optimization problem of section 5.4.5: tile variables (loop variables of the
+statements that write ``H``, identified through producer/consumer accesses),
+the work ``Σ_s ∏ |D|`` and the access terms whose sizes bound the dominator set:
+
+* arrays outside ``H``: inputs, Lemma 5.3 per simple-overlap group;
+* arrays in ``H``: Corollary 5.1 over the output and every read that is a
+  constant translation of it (same statement: the update, section 5.5.2;
+  another statement of ``H``: fused stencil reads);
+* reads of an ``H`` array that are no translation of an output: separate input
+  arrays (section 5.5.1) when the array's self-edge is preserved (no other
+  array of ``H`` feeds it), otherwise dropped (Definition 5.6);
+* input groups of one array whose sets overlap: a bounded-overlap union
+  (geometric mean of the parts, ≤ their max ≤ the union), except the
+  triangular pair of section 4.6.2 (``A[i,k]``, ``A[j,k]`` with ``j ≤ i``),
+  which the thesis counts as two arrays.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from meshplan.models.soap.access import Component, components, elements, sample_iterations
+from meshplan.models.soap.program import Program, Statement, sym
+
+__all__ = ["Term", "SubProblem", "Sdg", "build_sdg", "subgraph_problem", "tile_symbol"]
+
+
+def tile_symbol(cls: str) -> sp.Symbol:
+    """``|D^v|`` of tile variable ``v``: a positive real symbol ``D_v``."""
+    return sp.Symbol(f"D_{cls}", positive=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One access term of the dominator set of a (subgraph) statement.
+
+    ``kind``: ``input`` (Lemma 5.3), ``inout`` (Corollary 5.1, with the fused
+    version dimension ``version`` and its offset count ``t_version``) or
+    ``union`` (bounded overlap of ``parts``).  ``dims`` are the tile variables
+    of each box dimension (more than one: non-injective, section 5.5.3) and
+    ``t`` the offset counts |t̂^i|.
+    """
+
+    array: str
+    kind: str
+    dims: tuple[tuple[str, ...], ...]
+    t: tuple[int, ...]
+    version: tuple[str, ...] = ()
+    t_version: int = 0
+    parts: tuple[tuple[tuple[str, ...], ...], ...] = ()
+    label: str = ""
+
+    def size(self, D: dict[str, sp.Expr]) -> sp.Expr:
+        """The access-set lower bound as an expression of the tile sizes ``D``."""
+        def side(vs: tuple[str, ...]) -> sp.Expr:
+            if not vs:
+                return sp.Integer(1)
+            if len(vs) == 1:
+                return D[vs[0]]
+            return sp.Mul(*[D[v] for v in vs]) ** sp.Rational(1, len(vs))  # ≤ max ≤ #values
+
+        if self.kind == "union":
+            prods = [sp.Mul(*[side(d) for d in part]) for part in self.parts]
+            return sp.Mul(*prods) ** sp.Rational(1, len(prods))
+        s = [side(d) for d in self.dims]
+        t = list(self.t)
+        if self.kind == "inout":
+            s.append(sp.Mul(*[D[v] for v in self.version]))
+            t.append(self.t_version)
+            return sp.expand(sp.Mul(*s) - sp.Mul(*[a - b for a, b in zip(s, t)]))
+        if not any(t):
+            return sp.Mul(*s)
+        return sp.expand(2 * sp.Mul(*s) - sp.Mul(*[a - b for a, b in zip(s, t)]))
+
+    def __str__(self) -> str:
+        def box(dims):
+            return "×".join("+".join(d) if d else "1" for d in dims) or "1"
+        if self.kind == "union":
+            return f"{self.array}: overlap of " + ", ".join(box(p) for p in self.parts)
+        v = f", version ({'·'.join(self.version) or '1'}) t={self.t_version}" if self.kind == "inout" else ""
+        return f"{self.array}: {self.kind} {box(self.dims)} t={list(self.t)}{v}"
+
+
+@dataclass(frozen=True)
+class SubProblem:
+    """``St_H``: maximize ``work`` subject to ``Σ terms ≤ X`` over tile sizes ≥ 1."""
+
+    arrays: tuple[str, ...]
+    statements: tuple[str, ...]
+    classes: tuple[str, ...]
+    members: dict
+    work: tuple[tuple[str, tuple[str, ...]], ...]
+    terms: tuple[Term, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def symbols(self) -> dict[str, sp.Symbol]:
+        return {c: tile_symbol(c) for c in self.classes}
+
+    def work_expr(self, D: dict[str, sp.Expr] | None = None) -> sp.Expr:
+        D = D or self.symbols
+        return sp.Add(*[sp.Mul(*[D[c] for c in cls]) for _, cls in self.work])
+
+    def access_expr(self, D: dict[str, sp.Expr] | None = None) -> sp.Expr:
+        D = D or self.symbols
+        return sp.Add(*[t.size(D) for t in self.terms])
+
+    @property
+    def name(self) -> str:
+        return "{" + ", ".join(self.arrays) + "}"
+
+
+@dataclass(frozen=True)
+class Sdg:
+    """Definition 5.5: vertices are arrays, edges read -> written."""
+
+    program: Program
+    comps: dict  # statement name -> list[Component]
+    vertices: tuple[str, ...]
+    edges: frozenset
+    inputs: tuple[str, ...]
+
+    @property
+    def computed(self) -> tuple[str, ...]:
+        return tuple(v for v in self.vertices if v not in self.inputs)
+
+    def connected_subsets(self, max_size: int = 4):
+        """Weakly connected sets of computed arrays (the subgraphs ``H``)."""
+        comp = self.computed
+        adj = {v: set() for v in comp}
+        for a, b in self.edges:
+            if a in adj and b in adj and a != b:
+                adj[a].add(b)
+                adj[b].add(a)
+        seen: set[frozenset] = set()
+        out = []
+        for r in range(1, min(max_size, len(comp)) + 1):
+            for sub in itertools.combinations(comp, r):
+                s = frozenset(sub)
+                if s in seen:
+                    continue
+                start = sub[0]
+                reach, todo = {start}, [start]
+                while todo:
+                    x = todo.pop()
+                    for y in adj[x] & s:
+                        if y not in reach:
+                            reach.add(y)
+                            todo.append(y)
+                if reach == s:
+                    seen.add(s)
+                    out.append(sub)
+        return out
+
+
+def build_sdg(program: Program) -> Sdg:
+    comps = {st.name: components(program, st, n) for n, st in enumerate(program.statements)}
+    vertices = program.arrays
+    edges = set()
+    for st in program.statements:
+        for a in st.inputs:
+            edges.add((a.array, st.output.array))
+    written = {st.output.array for st in program.statements}
+    inputs = tuple(v for v in vertices if v not in written)
+    return Sdg(program, comps, vertices, frozenset(edges), inputs)
+
+
+class _UF:
+    def __init__(self, items):
+        self.p = {x: x for x in items}
+
+    def find(self, x):
+        while self.p[x] != x:
+            self.p[x] = self.p[self.p[x]]
+            x = self.p[x]
+        return self.p[x]
+
+    def union(self, a, b):
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.p[rb] = ra
+
+
+def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5) -> SubProblem:
+    """The subgraph statement ``St_H`` of Definition 5.6 as a :class:`SubProblem`."""
+    prog = sdg.program
+    H = tuple(a for a in sdg.computed if a in set(H))
+    stmts = [st for st in prog.statements if st.output.array in H]
+    owner: dict[str, set[str]] = {}
+    for st in stmts:
+        for v in st.vars:
+            owner.setdefault(v, set()).add(st.name)
+    uf = _UF(list(owner))
+    comps = [c for st in stmts for c in sdg.comps[st.name]]
+    outs = [c for c in comps if c.role == "out"]
+    notes: list[str] = []
+
+    def classes_of(c: Component):
+        return tuple(tuple(uf.find(v) for v, _ in d) for d in c.dims)
+
+    def try_unify(c: Component, o: Component) -> bool:
+        """Identify c's variables with o's dimension by dimension (no clash within a statement)."""
+        if len(c.dims) != len(o.dims) or len(c.version) != len(o.version) or c.residues != o.residues:
+            return False
+        pairs = []
+        for dc, do in zip(c.dims, o.dims):
+            if len(dc) != len(do) or len(dc) > 1:
+                if dc != do:
+                    return False
+                continue
+            if dc and do:
+                if dc[0][1] != do[0][1]:
+                    return False
+                pairs.append((dc[0][0], do[0][0]))
+        pairs += list(zip(c.version, o.version))
+        trial = dict(uf.p)
+        tuf = _UF([])
+        tuf.p = trial
+        for a, b in pairs:
+            tuf.union(a, b)
+        groups: dict[str, set[str]] = {}
+        for v in owner:
+            groups.setdefault(tuf.find(v), set()).add(v)
+        for g in groups.values():
+            per_stmt = [n for v in g for n in owner[v]]
+            if len(per_stmt) != len(set(per_stmt)):
+                return False
+        uf.p = trial
+        return True
+
+    # 1) identify variables through reads of H arrays that translate an output
+    matched: dict[int, Component] = {}
+    for i, c in enumerate(comps):
+        if c.role == "out" or c.array not in H:
+            continue
+        cands = [o for o in outs if o.array == c.array]
+        cands.sort(key=lambda o: (o.stmt != c.stmt, o.order))
+        for o in cands:
+            if try_unify(c, o) and classes_of(c) == classes_of(o) and \
+                    tuple(uf.find(v) for v in c.version) == tuple(uf.find(v) for v in o.version):
+                matched[i] = o
+                break
+
+    fed_by_other = {a: any((b, a) in sdg.edges for b in H if b != a) for a in H}
+    terms: list[Term] = []
+    order = {st.name: n for n, st in enumerate(prog.statements)}
+
+    # 2) Corollary 5.1 groups for arrays of H
+    for o in outs:
+        group = [o] + [c for i, c in enumerate(comps) if matched.get(i) is o]
+        # merge outputs of other writers with identical structure into the first one's group
+        key = (classes_of(o), tuple(uf.find(v) for v in o.version), o.residues)
+        if any(key == (classes_of(p), tuple(uf.find(v) for v in p.version), p.residues)
+               for p in outs if p is not o and outs.index(p) < outs.index(o) and p.array == o.array):
+            continue
+        for p in outs:
+            if p is not o and p.array == o.array and \
+                    key == (classes_of(p), tuple(uf.find(v) for v in p.version), p.residues):
+                group += [p] + [c for i, c in enumerate(comps) if matched.get(i) is p]
+        dims, t = _box(group, classes_of(o))
+        vers = []
+        for c in group:
+            if c.role == "out":
+                vers.append(0)
+            elif c.stmt == matched_stmt(c, group) or order[c.stmt] <= order[_writer_of(c, group)]:
+                vers.append(-1)
+            else:
+                vers.append(0)
+        vclasses = tuple(dict.fromkeys(uf.find(v) for v in o.version))
+        if vclasses:
+            tv = len(set(vers)) - 1
+        else:  # no version loop: only an in-place read of the very element is an older version
+            outs_off = {tuple(sp.simplify(x) for x in g.offsets) for g in group if g.role == "out"}
+            tv = int(any(v == -1 and tuple(sp.simplify(x) for x in c.offsets) in outs_off
+                         for c, v in zip(group, vers)))
+        terms.append(Term(o.array, "inout", dims, t, vclasses, tv, label=str(o.access)))
+    # 3) other reads
+    inputs: dict[str, list[Component]] = {}
+    for i, c in enumerate(comps):
+        if c.role == "out" or i in matched:
+            continue
+        if c.array in H:
+            if c.role == "self" and not fed_by_other[c.array]:
+                inputs.setdefault(c.array, []).append(c)
+                notes.append(f"{c.stmt}: {c.access} is no translation of {c.array}'s output: "
+                             "a separate input array (section 5.5.1)")
+            else:
+                notes.append(f"{c.stmt}: read {c.access} is computed inside {{{', '.join(H)}}}: "
+                             "not loaded (Definition 5.6)")
+            continue
+        inputs.setdefault(c.array, []).append(c)
+    for arr, cs in inputs.items():
+        terms += _input_terms(arr, cs, classes_of, uf, prog, sample_size, notes)
+    classes = tuple(dict.fromkeys(uf.find(v) for st in stmts for v in st.vars))
+    work = tuple((st.name, tuple(uf.find(v) for v in st.vars)) for st in stmts)
+    members = {cl: tuple(v for v in owner if uf.find(v) == cl) for cl in classes}
+    return SubProblem(H, tuple(st.name for st in stmts), classes, members, work, tuple(terms),
+                      tuple(dict.fromkeys(notes)))
+
+
+def matched_stmt(c: Component, group) -> str:
+    return _writer_of(c, group)
+
+
+def _writer_of(c: Component, group) -> str:
+    outs = [g for g in group if g.role == "out"]
+    for o in outs:
+        if o.stmt == c.stmt:
+            return o.stmt
+    return outs[0].stmt
+
+
+def _box(group, dims_classes):
+    """Distinct box dimensions (by variables) and offset counts |t̂| over a group."""
+    keyed: dict[tuple, list[int]] = {}
+    for d, cls in enumerate(dims_classes):
+        keyed.setdefault(cls, []).append(d)
+    dims, t = [], []
+    for cls, idx in keyed.items():
+        offs = {tuple(sp.simplify(c.offsets[d]) for d in idx) for c in group}
+        dims.append(cls)
+        t.append(len(offs) - 1)
+    return tuple(dims), tuple(t)
+
+
+def _input_terms(arr, cs, classes_of, uf, prog: Program, sample_size: int, notes: list[str]):
+    groups: list[list[Component]] = []
+    for c in cs:
+        key = (classes_of(c), tuple(uf.find(v) for v in c.version), c.residues)
+        for g in groups:
+            g0 = g[0]
+            if key == (classes_of(g0), tuple(uf.find(v) for v in g0.version), g0.residues):
+                g.append(c)
+                break
+        else:
+            groups.append([c])
+    if len(groups) == 1:
+        dims, t = _box(groups[0], classes_of(groups[0][0]))
+        return [Term(arr, "input", dims, t, label=str(groups[0][0].access))]
+    # pairwise overlap (sampled), union-find over overlapping groups
+    params = {p: sample_size for p in prog.params}
+    sets = []
+    for g in groups:
+        s: set[tuple] = set()
+        for c in g:
+            st = prog.statement(c.stmt)
+            s |= elements(c, st, sample_iterations(st, params), params)
+        sets.append(s)
+    guf = _UF(range(len(groups)))
+    for a, b in itertools.combinations(range(len(groups)), 2):
+        ga, gb = groups[a][0], groups[b][0]
+        if len(ga.version) != len(gb.version) or not (sets[a] & sets[b]):
+            continue
+        if _triangular(ga, gb, prog):
+            notes.append(f"{ga.stmt}: {ga.access} and {gb.access} overlap only on the diagonal of a "
+                         "triangular domain: counted as two arrays (section 4.6.2)")
+            continue
+        guf.union(a, b)
+    merged: dict[int, list[int]] = {}
+    for k in range(len(groups)):
+        merged.setdefault(guf.find(k), []).append(k)
+    terms = []
+    for ks in merged.values():
+        if len(ks) == 1:
+            g = groups[ks[0]]
+            dims, t = _box(g, classes_of(g[0]))
+            terms.append(Term(arr, "input", dims, t, label=str(g[0].access)))
+            if len(groups) > 1:
+                notes.append(f"{g[0].stmt}: {arr} accesses {g[0].access} are disjoint from the other "
+                             "accesses: a separate array (section 5.5.1)")
+        else:
+            parts = tuple(_box(groups[k], classes_of(groups[k][0]))[0] for k in ks)
+            terms.append(Term(arr, "union", (), (), parts=parts,
+                              label=" ∪ ".join(str(groups[k][0].access) for k in ks)))
+            notes.append(f"{arr}: overlapping accesses {', '.join(str(groups[k][0].access) for k in ks)}: "
+                         "bounded overlap, |∪| ≥ geometric mean of the parts (section 5.5.3)")
+    return terms
+
+
+def _triangular(a: Component, b: Component, prog: Program) -> bool:
+    """``a`` and ``b`` differ by swapping two variables whose loop bounds are ordered."""
+    if a.stmt != b.stmt or len(a.dims) != len(b.dims):
+        return False
+    diff = [(da, db) for da, db in zip(a.dims, b.dims) if da != db]
+    if len(diff) != 1 or len(diff[0][0]) != 1 or len(diff[0][1]) != 1:
+        return False
+    u, v = diff[0][0][0][0], diff[0][1][0][0]
+    st: Statement = prog.statement(a.stmt)
+    for lp in st.loops:
+        if (lp.var == v and sym(u) in (lp.lower.free_symbols | lp.upper.free_symbols)) or \
+                (lp.var == u and sym(v) in (lp.lower.free_symbols | lp.upper.free_symbols)):
+            return True
+    return False

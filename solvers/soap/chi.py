@@ -1,0 +1,423 @@
+"""χ(X), X0 and the computational intensity ρ of a (subgraph) statement.
+
+Section 5.4.5: χ(X) = max Σ_s ∏ |D^t| subject to Σ_j |A_j| ≤ X, |D^t| ≥ 1;
+X0 = argmin χ(X)/(X − S); ρ = χ(X0)/(X0 − S).
+
+* :func:`kkt` solves the KKT conditions of problem (5.8) with sympy (section
+  4.3.2), trying active sets of the bounds |D^t| ≥ 1 (the exponent LP's guess
+  first).  A solution is accepted only if it is real, feasible, and no random
+  feasible tile beats it (a numeric check that the stationary point is the
+  global maximum).
+* :func:`relaxation` is the fallback: a certified upper bound on χ that needs
+  no equation solving.  Each access size is bounded below by a posynomial
+  (Lemma 5.3 by ∏|D|; Corollary 5.1 by the mean of its leading monomials), and
+  weighted AM–GM with the dual of the exponent LP gives
+  χ(X) ≤ X^W ∏_j (w_j/(W c_j))^{w_j}.  The bound that follows is valid (ρ
+  can only be overestimated) — and exact for monomial problems such as MMM.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+import sympy as sp
+
+from meshplan.models.soap.sdg import SubProblem, Term
+from meshplan.solvers.soap.lp import max_le_one
+
+__all__ = ["X", "S", "Intensity", "intensity", "relaxation", "kkt", "numeric_tiles"]
+
+X = sp.Symbol("X", positive=True)
+S = sp.Symbol("S", positive=True)
+_LAM = sp.Symbol("lambda_", positive=True)
+
+
+class _Timeout(BaseException):
+    """Raised by the alarm inside sympy; BaseException so sympy cannot swallow it."""
+
+
+class _budget:
+    """Run a block for at most ``seconds`` (SIGALRM; no limit off the main thread)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = max(0.05, seconds)
+        self.active = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+
+    def __enter__(self):
+        if self.active:
+            self.old = signal.signal(signal.SIGALRM, self._raise)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    @staticmethod
+    def _raise(*_):
+        raise _Timeout()
+
+    def __exit__(self, et, ev, tb):
+        if self.active:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.old)
+        return et is _Timeout
+
+
+@dataclass(frozen=True)
+class Intensity:
+    """ρ of one (subgraph) statement and how it was obtained."""
+
+    problem: SubProblem
+    method: str                 # "kkt", "relaxation" or "unbounded"
+    chi: sp.Expr | None         # χ(X)
+    X0: sp.Expr                 # argmin_X χ(X)/(X-S), a function of S (oo: the limit X -> oo)
+    rho: sp.Expr                # ρ(S); oo when no access bounds the work
+    tiles: dict = field(default_factory=dict)   # class -> |D|(S) at X0 (continuous optimum)
+    tiles_of_X: dict = field(default_factory=dict)
+    exponent: Fraction = Fraction(0)            # W with χ(X) ~ X^W
+    notes: tuple = ()
+
+    def rho_at(self, s: float) -> float:
+        if self.rho == sp.oo:
+            return math.inf
+        return float(self.rho.subs(S, s))
+
+
+# -- posynomial lower bounds of the access sizes -------------------------------
+
+def _side(vs: tuple[str, ...]) -> dict[str, Fraction]:
+    return {v: Fraction(1, len(vs)) for v in vs}
+
+
+def _add(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+def _posynomial(term: Term) -> list[tuple[Fraction, dict[str, Fraction]]]:
+    """Monomials ``c·∏ D^e`` whose sum is ≤ the term's size for all |D| ≥ t̂."""
+    if term.kind == "union":
+        parts = []
+        for part in term.parts:
+            e: dict = {}
+            for d in part:
+                e = _add(e, _side(d))
+            parts.append(e)
+        tot: dict = {}
+        for e in parts:
+            tot = _add(tot, {k: v / len(parts) for k, v in e.items()})
+        return [(Fraction(1), tot)]
+    sides = [_side(d) for d in term.dims]
+    t = list(term.t)
+    if term.kind == "inout":
+        sides.append({v: Fraction(1) for v in term.version})
+        t.append(term.t_version)
+        act = [i for i, ti in enumerate(t) if ti > 0]
+        out = []
+        for i in act:   # ∏s - ∏(s-t) ≥ t_i ∏_{k≠i} s_k for every i, so ≥ their mean
+            e: dict = {}
+            for k, sd in enumerate(sides):
+                if k != i:
+                    e = _add(e, sd)
+            out.append((Fraction(t[i], len(act)), e))
+        return out
+    e = {}
+    for sd in sides:
+        e = _add(e, sd)
+    return [(Fraction(1), e)]   # Lemma 5.3: ≥ ∏ s
+
+
+def relaxation(problem: SubProblem):
+    """Per work monomial ``(C, W, x)`` with ``χ_s(X) ≤ C·X^W``; ``None`` if χ is unbounded."""
+    monos: dict[tuple, Fraction] = {}
+    for term in problem.terms:
+        for c, e in _posynomial(term):
+            key = tuple(sorted((k, v) for k, v in e.items() if v != 0))
+            monos[key] = monos.get(key, Fraction(0)) + c
+    keys = [k for k in monos if k]
+    classes = list(problem.classes)
+    A = [[dict(k).get(v, Fraction(0)) for v in classes] for k in keys]
+    out = []
+    for _, cls in problem.work:
+        a = [Fraction(cls.count(v)) for v in classes]
+        if not A:
+            return None
+        res = max_le_one(a, A)
+        if res is None:
+            return None
+        W, x, w = res
+        C = sp.Integer(1)
+        for wj, k in zip(w, keys):
+            if wj > 0:
+                C *= (sp.Rational(wj.numerator, wj.denominator)
+                      / (sp.Rational(W.numerator, W.denominator) * sp.Rational(monos[k].numerator,
+                                                                                monos[k].denominator))) \
+                    ** sp.Rational(wj.numerator, wj.denominator)
+        out.append((sp.nsimplify(C), W, dict(zip(classes, x))))
+    return out
+
+
+# -- KKT ------------------------------------------------------------------------
+
+def kkt(problem: SubProblem, *, budget_s: float = 1.0, guess: set[str] | None = None):
+    """``(χ(X), {class: |D|(X)})`` from the KKT conditions, or ``None``."""
+    Dsym = problem.symbols
+    P, F = problem.work_expr(), problem.access_expr()
+    classes = list(problem.classes)
+    deadline = time.perf_counter() + budget_s
+    tried: list[frozenset] = []
+    orders = []
+    if guess is not None:
+        orders.append(frozenset(guess))
+    orders.append(frozenset())
+    for r in range(1, len(classes)):
+        orders += [frozenset(c) for c in itertools.combinations(classes, r)]
+    best = None
+    for act in orders:
+        if act in tried:
+            continue
+        tried.append(act)
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            break
+        sub = {Dsym[c]: 1 for c in act}
+        free = [Dsym[c] for c in classes if c not in act]
+        Pa, Fa = P.subs(sub), F.subs(sub)
+        eqs = [sp.diff(Pa, v) - _LAM * sp.diff(Fa, v) for v in free] + [Fa - X]
+        sols = None
+        with _budget(left):
+            sols = sp.solve(eqs, free + [_LAM], dict=True)
+        if not sols:
+            continue
+        for sol in sols:
+            if set(sol) != set(free + [_LAM]) or any(sol[v].free_symbols - {X} for v in free):
+                continue
+            tiles = {c: (sp.Integer(1) if c in act else sol[Dsym[c]]) for c in classes}
+            if not _feasible(tiles, sol.get(_LAM)):
+                continue
+            chi = sp.simplify(Pa.subs({v: sol[v] for v in free}))
+            val = float(chi.subs(X, 1e9))
+            if best is None or val > best[0]:
+                best = (val, chi, tiles)
+        if best is not None:
+            break
+    if best is None:
+        return None
+    _, chi, tiles = best
+    if not _globally_max(problem, chi):
+        return None
+    return chi, tiles
+
+
+def _feasible(tiles: dict, lam) -> bool:
+    for xv in (1e5, 1e8):
+        for e in tiles.values():
+            try:
+                v = complex(sp.N(e.subs(X, xv)))
+            except (TypeError, ValueError):
+                return False
+            if abs(v.imag) > 1e-9 * max(1.0, abs(v.real)) or v.real < 1 - 1e-9:
+                return False
+        if lam is not None:
+            lv = complex(sp.N(lam.subs(X, xv)))
+            if abs(lv.imag) > 1e-9 * max(1.0, abs(lv.real)) or lv.real <= 0:
+                return False
+    return True
+
+
+def _globally_max(problem: SubProblem, chi: sp.Expr, samples: int = 300) -> bool:
+    """No random feasible tile (scaled onto Σ|A| = X) does more work than χ(X)."""
+    classes = list(problem.classes)
+    Dsym = [problem.symbols[c] for c in classes]
+    Pf = sp.lambdify([Dsym], problem.work_expr(), "numpy")
+    Ff = sp.lambdify([Dsym], problem.access_expr(), "numpy")
+    rng = np.random.default_rng(0)
+    n = len(classes)
+    dirs = rng.random((samples, n)) * rng.integers(0, 2, (samples, n))
+    dirs = np.vstack([dirs, np.eye(n), np.ones((1, n))])
+    dirs = dirs[dirs.any(axis=1)]
+
+    def ev(f, scale):
+        out = f(np.exp(scale[:, None] * dirs).T)
+        return np.broadcast_to(np.asarray(out, dtype=float), scale.shape)
+
+    for xv in (1e4, 1e7):
+        bound = float(chi.subs(X, xv))
+        lo, hi = np.zeros(len(dirs)), np.full(len(dirs), 60.0)
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            ok = ev(Ff, mid) <= xv
+            lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+        if np.any(ev(Pf, lo) > bound * (1 + 1e-6)):
+            return False
+    return True
+
+
+def closed_form(problem: SubProblem, relax):
+    """χ and tiles when every access term is a monomial: the AM-GM equality point.
+
+    Then the relaxation is exact; its equality conditions give the tiles, and
+    a feasible point attaining the bound is the maximum (the KKT point of the
+    geometric program).
+    """
+    if len(problem.work) != 1:
+        return None
+    P, F = problem.work_expr(), problem.access_expr()
+    monos: dict[tuple, Fraction] = {}
+    for term in problem.terms:
+        for c, e in _posynomial(term):
+            key = tuple(sorted((k, v) for k, v in e.items() if v != 0))
+            monos[key] = monos.get(key, Fraction(0)) + c
+    D = problem.symbols
+    lower = sp.Add(*[sp.Rational(c.numerator, c.denominator)
+                     * sp.Mul(*[D[k] ** sp.Rational(v.numerator, v.denominator) for k, v in key])
+                     for key, c in monos.items()])
+    if sp.expand(F - lower) != 0:
+        return None
+    C, W, x = relax[0]
+    classes = list(problem.classes)
+    L = {c: sp.Symbol(f"L_{c}") for c in classes}
+    keys = [k for k in monos if k]
+    A = [[dict(k).get(v, Fraction(0)) for v in classes] for k in keys]
+    res = max_le_one([Fraction(problem.work[0][1].count(v)) for v in classes], A)
+    if res is None:
+        return None
+    _, _, w = res
+    Wr = sp.Rational(W.numerator, W.denominator)
+    eqs = []
+    for wj, k in zip(w, keys):
+        if wj > 0:
+            cj = sp.Rational(monos[k].numerator, monos[k].denominator)
+            eqs.append(sp.Add(*[sp.Rational(v.numerator, v.denominator) * L[n] for n, v in k])
+                       - sp.log(sp.Rational(wj.numerator, wj.denominator) * X / (Wr * cj)))
+    sol = sp.linsolve(eqs, [L[c] for c in classes])
+    if not sol:
+        return None
+    vals = next(iter(sol))
+    free = set().union(*[v.free_symbols for v in vals]) & set(L.values())
+    tiles = {c: sp.simplify(sp.exp(v.subs({f: 0 for f in free}))) for c, v in zip(classes, vals)}
+    chi = C * X ** Wr
+    for xv in (1e5, 1e9):
+        num = {D[c]: float(e.subs(X, xv)) for c, e in tiles.items()}
+        if any(v < 1 - 1e-9 for v in num.values()):
+            return None
+        if abs(float(F.subs(num)) - xv) > 1e-6 * xv or \
+                abs(float(P.subs(num)) - float(chi.subs(X, xv))) > 1e-6 * float(chi.subs(X, xv)):
+            return None
+    return chi, tiles
+
+
+# -- intensity ---------------------------------------------------------------------
+
+def intensity(problem: SubProblem, *, budget_s: float = 0.5) -> Intensity:
+    """ρ(S) of ``problem``: KKT first, the certified relaxation when sympy cannot solve."""
+    relax = relaxation(problem)
+    if relax is None:
+        return Intensity(problem, "unbounded", None, sp.oo, sp.oo,
+                         notes=("some loop variable appears in no access: χ is unbounded, ρ = ∞",))
+    W = max(w for _, w, _ in relax)
+    dom = max(relax, key=lambda r: r[1])
+    guess = {c for c, v in dom[2].items() if v == 0}
+    t0 = time.perf_counter()
+    sol = closed_form(problem, relax)
+    if sol is None and len(problem.classes) <= 4 and budget_s > 0:
+        sol = kkt(problem, budget_s=budget_s, guess=guess)
+    notes: list[str] = []
+    if sol is not None:
+        chi, tiles_x = sol
+        X0 = _argmin(chi, budget_s=max(0.2, budget_s - (time.perf_counter() - t0)))
+        if X0 is None:
+            if W > 1:
+                X0 = sp.Rational(W.numerator, W.denominator) * S / (sp.Rational(W.numerator, W.denominator) - 1)
+                notes.append("dχ/dX = 0 not solved; X0 = W·S/(W-1) from the exponent (any X > S is valid)")
+            else:
+                X0 = sp.oo
+        if X0 == sp.oo:
+            rho = sp.limit(chi / (X - S), X, sp.oo)
+            tiles = {}
+        else:
+            rho = sp.simplify(chi.subs(X, X0) / (X0 - S))
+            tiles = {c: sp.simplify(e.subs(X, X0)) for c, e in tiles_x.items()}
+        return Intensity(problem, "kkt", chi, X0, rho, tiles, tiles_x, W, tuple(notes))
+    chi_relax = sp.Add(*[C * X ** sp.Rational(w.numerator, w.denominator) for C, w, _ in relax])
+    if W > 1:
+        Wr = sp.Rational(W.numerator, W.denominator)
+        X0 = Wr * S / (Wr - 1)
+        rho = sp.simplify(chi_relax.subs(X, X0) / (X0 - S))
+    else:
+        X0 = sp.oo
+        rho = sp.limit(chi_relax / (X - S), X, sp.oo)
+    notes.append("KKT not solved symbolically: certified AM-GM relaxation (valid, possibly weaker)")
+    return Intensity(problem, "relaxation", chi_relax, X0, rho, {}, {}, W, tuple(notes))
+
+
+def _argmin(chi: sp.Expr, *, budget_s: float):
+    """X0 minimizing χ(X)/(X-S) for large S (``oo`` if ρ(X) decreases for ever)."""
+    eq = sp.numer(sp.together(sp.diff(chi, X) * (X - S) - chi))
+    roots = None
+    with _budget(budget_s):
+        roots = sp.solve(eq, X)
+    if roots is None:
+        return None
+    good = []
+    for r in roots:
+        ok = True
+        for sv in (1e3, 1e6):
+            try:
+                v = complex(sp.N(r.subs(S, sv)))
+            except (TypeError, ValueError):
+                ok = False
+                break
+            if abs(v.imag) > 1e-9 * abs(v.real) or v.real <= sv * (1 + 1e-12):
+                ok = False
+                break
+        if ok:
+            good.append(r)
+    if not good:
+        lim = sp.limit(chi / X, X, sp.oo)
+        return sp.oo if lim.is_finite else None
+    return min(good, key=lambda r: float((chi / (X - S)).subs(X, r).subs(S, 1e6)))
+
+
+def numeric_tiles(problem: SubProblem, s: float, *, starts: int = 24, caps: dict | None = None):
+    """Real tiles maximizing P(D)/(Σ|A|(D) - S) at memory ``s`` (a local search, not certified)."""
+    classes = list(problem.classes)
+    Dsym = [problem.symbols[c] for c in classes]
+    Pf = sp.lambdify([Dsym], problem.work_expr(), "numpy")
+    Ff = sp.lambdify([Dsym], problem.access_expr(), "numpy")
+    hi = np.array([math.log(caps[c]) if caps and c in caps else 40.0 for c in classes])
+
+    def score(y):
+        d = np.exp(np.clip(y, 0, hi))
+        f = Ff(d) - s
+        return -math.inf if f <= 0 else float(Pf(d) / f)
+
+    rng = np.random.default_rng(1)
+    best_y, best = None, -math.inf
+    for k in range(starts):
+        y = rng.random(len(classes)) * (math.log(max(s, 2.0)) * (0.25 + k / starts))
+        y = np.minimum(y, hi)
+        cur = score(y)
+        step = 1.0
+        while step > 1e-7:
+            improved = False
+            for i in range(len(classes)):
+                for sgn in (1, -1):
+                    z = y.copy()
+                    z[i] = min(max(z[i] + sgn * step, 0.0), hi[i])
+                    v = score(z)
+                    if v > cur:
+                        y, cur, improved = z, v, True
+            if not improved:
+                step /= 2
+        if cur > best:
+            best, best_y = cur, y
+    if best_y is None or best == -math.inf:
+        return None, 0.0
+    return {c: float(math.exp(v)) for c, v in zip(classes, np.clip(best_y, 0, hi))}, best
