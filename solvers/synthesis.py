@@ -143,16 +143,17 @@ _SEARCH_CACHE: dict[tuple, tuple[tuple[int, ...], ...]] = {}
 def _point_programs(h: SynthesisHierarchy, cands: Sequence[Candidate], dialect: str,
                     max_size: int) -> tuple[tuple[int, ...], ...]:
     """The search on one replica depends only on the level sizes (candidate order is fixed by
-    them), so its result is cached across placements with equal sizes."""
-    key = (h.sizes, dialect, max_size)
+    them) and on the reduction groups as point sets, so it is cached across placements."""
+    replica = h.replicas()[0]
+    where = {d: p for p, d in enumerate(replica)}
+    goal_groups = tuple(sorted(tuple(sorted(where[d] for d in g))
+                               for g in h.matrix.reduction_groups(h.reduce) if g[0] in where))
+    key = (h.sizes, goal_groups, dialect, max_size)
     if key not in _SEARCH_CACHE:
         g = h.num_points
-        if g == 1:
-            _SEARCH_CACHE[key] = ((),)
-        else:
-            start = initial_context(g, g)
-            goal = goal_context([tuple(range(g))], g, g)
-            _SEARCH_CACHE[key] = tuple(_search(cands, start, goal, max_size, dialect))
+        start = initial_context(g, len(goal_groups[0]))
+        goal = goal_context(goal_groups, g, len(goal_groups[0]))
+        _SEARCH_CACHE[key] = tuple(_search(cands, start, goal, max_size, dialect))
     return _SEARCH_CACHE[key]
 
 

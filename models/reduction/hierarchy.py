@@ -52,6 +52,8 @@ class SynthesisHierarchy:
     kind: str
     levels: tuple[SynthLevel, ...]
     collapsed: bool = True
+    #: names of dropped size-1 levels and the index of the kept level they act as
+    aliases: tuple[tuple[str, int], ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -69,11 +71,14 @@ class SynthesisHierarchy:
 
     def level_index(self, name: str) -> int:
         """0 for root, t+1 for ``levels[t]``; a clear error for unknown names."""
-        try:
+        if name in self.names:
             return self.names.index(name)
-        except ValueError:
-            raise ModelError(f"unknown synthesis level {name!r}; this placement's synthesis hierarchy has "
-                             f"{', '.join(self.names)}") from None
+        for alias, idx in self.aliases:
+            if alias == name:
+                return idx
+        known = ", ".join(f"{n}={s}" for n, s in zip(self.names, (1, *self.sizes)))
+        raise ModelError(f"unknown synthesis level {name!r}; this placement's synthesis hierarchy has "
+                         f"{known}") from None
 
     def __str__(self) -> str:
         return "[" + " ".join(f"{lv.name}={lv.size}" for lv in self.levels) + "]"
@@ -139,11 +144,14 @@ def synthesis_hierarchy(matrix: ParallelismMatrix, reduce: Iterable[int], kind: 
     else:
         spec = [(j, (i,)) for i in red for j in range(n)]
     levels = []
+    dropped: list[tuple[int, int]] = []  # (hardware level, number of kept levels before it)
     for j, axes in spec:
         size = math.prod(matrix.rows[i][j] for i in axes)
         if size > 1:
             axes = tuple(i for i in axes if matrix.rows[i][j] > 1)
             levels.append((j, axes, size))
+        elif len(axes) == (len(red) if key == "d" else m):
+            dropped.append((j, len(levels)))
     names = [hw[j].name for j, _, _ in levels]
     out = []
     for j, axes, size in levels:
@@ -151,8 +159,10 @@ def synthesis_hierarchy(matrix: ParallelismMatrix, reduce: Iterable[int], kind: 
         if names.count(name) > 1:
             name = f"{name}.{'_'.join(map(str, axes))}"
         out.append(SynthLevel(name=name, size=size, hw_level=j, axes=axes))
+    # a dropped size-1 hardware level groups exactly like the kept level above it (or root)
+    aliases = tuple((hw[j].name, before) for j, before in dropped if hw[j].name not in names)
     return SynthesisHierarchy(matrix=matrix, reduce=red, kind=key, levels=tuple(out),
-                              collapsed=collapse if key == "d" else False)
+                              collapsed=collapse if key == "d" else False, aliases=aliases)
 
 
 @lru_cache(maxsize=256)

@@ -42,7 +42,8 @@ class LoweredStep:
 
     @property
     def key(self) -> tuple[str, tuple[tuple[int, ...], ...]]:
-        return (self.collective, self.groups)
+        """What the step does: its collective and its groups (root first), in sorted group order."""
+        return (self.collective, tuple(sorted(self.groups)))
 
 
 @dataclass(frozen=True, slots=True)
