@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
@@ -54,68 +55,115 @@ class _Comms:
         self.cache.clear()
 
 
-def run_program(comm, comms: _Comms, mesh, coords0, src, steps, dtype, *, check: bool, fault: bool = False):
-    """Run ``steps`` from the tiles of ``src``; returns (ok, peak_tile_bytes, peak_live_bytes).
+def _join(recv: np.ndarray, dim: int) -> np.ndarray:
+    """Concatenate the ``n`` received pieces ``recv[0..n)`` along ``dim`` (no copy for ``dim == 0``)."""
+    n = recv.shape[0]
+    shape = list(recv.shape[1:])
+    shape[dim] *= n
+    if dim == 0:
+        return recv.reshape(shape)
+    return np.ascontiguousarray(np.moveaxis(recv, 0, dim)).reshape(shape)
 
-    ``fault`` corrupts one element on rank 0 before the first step (to test the checker).
-    """
+
+def source_tile(comm, mesh, coords0, src, dtype) -> np.ndarray:
+    """This rank's tile of the test array under ``src`` (built outside the timed region)."""
+    return make_tile(src.globaltype, Assignment(src, coords0).offsets(mesh)[comm.Get_rank()], src.localtype, dtype)
+
+
+@dataclass(frozen=True)
+class _Action:
+    """One step of a compiled program for this rank (everything but the data decided up front)."""
+
+    kind: str
+    dim: int = 0             # gathered / sliced / concatenated dimension
+    split: int = 0           # alltoall: dimension split into pieces
+    n: int = 1               # group size
+    sub: object = None       # sub-communicator
+    lo: int = 0              # dynslice: slice [lo, hi) of ``dim``
+    hi: int = 0
+    dest: int = 0            # allpermute: send to, receive from
+    source: int = 0
+    expect: tuple = ()       # base offset and local type after the step (for checks)
+
+
+def compile_program(comm, comms: _Comms, mesh, coords0, src, steps) -> list[_Action]:
+    """Resolve the device groups, slices and peers of every step for this rank (not timed)."""
     rank = comm.Get_rank()
     state = Assignment(src, coords0)
-    tile = make_tile(src.globaltype, state.offsets(mesh)[rank], src.localtype, dtype)
-    if fault and rank == 0:
-        tile.flat[0] += 1
-    ok = True
-    peak_tile = tile.nbytes
-    peak_live = tile.nbytes
+    actions = []
     for step in steps:
         new_state = apply_lowlevel(mesh, state, step, coords0)
+        expect = (tuple(new_state.offsets(mesh)[rank].tolist()), new_state.type.localtype)
         if isinstance(step, (AllGather, AllToAll)):
             color, key, n = groups(mesh, state, step)
             sub = comms.get(color, key)
             if isinstance(step, AllGather):
-                recv = np.empty((n,) + tile.shape, dtype=tile.dtype)
-                sub.Allgather(tile, recv)
-                new = np.concatenate(list(recv), axis=step.dim)
-                live = tile.nbytes + recv.nbytes + new.nbytes
+                actions.append(_Action("allgather", dim=step.dim, n=n, sub=sub, expect=expect))
             else:
-                send = np.ascontiguousarray(np.stack(np.split(tile, n, axis=step.dst)))
-                recv = np.empty_like(send)
-                sub.Alltoall(send, recv)
-                new = np.concatenate(list(recv), axis=step.src)
-                live = tile.nbytes + send.nbytes + recv.nbytes + new.nbytes
-            del recv
+                actions.append(_Action("alltoall", dim=step.src, split=step.dst, n=n, sub=sub, expect=expect))
         elif isinstance(step, DynSlice):
-            d_new = new_state.type.dims[step.dim]
-            v = 0
-            w = 1
+            c = new_state.type.dims[step.dim].local
+            v, w = 0, 1
             for a in step.axes:
                 v += int(state.coords[rank, mesh.index(a)]) * w
                 w *= mesh.size(a)
-            sl = [slice(None)] * tile.ndim
-            sl[step.dim] = slice(v * d_new.local, (v + 1) * d_new.local)
-            new = np.ascontiguousarray(tile[tuple(sl)])
-            live = tile.nbytes + new.nbytes
+            actions.append(_Action("dynslice", dim=step.dim, lo=v * c, hi=(v + 1) * c, expect=expect))
         elif isinstance(step, AllPermute):
-            source = step.source
-            dest = source.index(rank)
-            new = np.empty_like(tile)
-            if dest == rank and source[rank] == rank:
-                new[...] = tile
-            else:
-                comm.Sendrecv(tile, dest=dest, sendtag=7, recvbuf=new, source=source[rank], recvtag=7)
-            live = tile.nbytes + new.nbytes
+            actions.append(_Action("allpermute", dest=step.source.index(rank), source=step.source[rank],
+                                   expect=expect))
         else:  # pragma: no cover - step_from_dict only builds the four kinds
             raise TypeError(f"unknown step {step!r}")
+        state = new_state
+    return actions
+
+
+def run_program(comm, actions: list[_Action], tile: np.ndarray, *, check: bool = False,
+                globaltype: tuple = (), fault: bool = False):
+    """Run compiled ``actions`` from this rank's source ``tile``.
+
+    Returns ``(ok, peak_tile_bytes, peak_live_bytes)``; with ``check`` the tile is
+    compared with the test array after every step.  ``fault`` corrupts one element
+    on rank 0 first (to test the checker).
+    """
+    rank = comm.Get_rank()
+    if fault and rank == 0:
+        tile.flat[0] += 1
+    ok = True
+    peak_tile = peak_live = tile.nbytes
+    for act in actions:
+        if act.kind == "allgather":
+            recv = np.empty((act.n,) + tile.shape, dtype=tile.dtype)
+            act.sub.Allgather(tile, recv)
+            new = _join(recv, act.dim)
+            live = tile.nbytes + recv.nbytes + (0 if new.base is recv else new.nbytes)
+            del recv
+        elif act.kind == "alltoall":
+            send = np.ascontiguousarray(np.stack(np.split(tile, act.n, axis=act.split)))
+            recv = np.empty_like(send)
+            act.sub.Alltoall(send, recv)
+            new = _join(recv, act.dim)
+            live = tile.nbytes + send.nbytes + recv.nbytes + (0 if new.base is recv else new.nbytes)
+            del send, recv
+        elif act.kind == "dynslice":
+            sl = [slice(None)] * tile.ndim
+            sl[act.dim] = slice(act.lo, act.hi)
+            new = np.ascontiguousarray(tile[tuple(sl)])
+            live = tile.nbytes + new.nbytes
+        else:  # allpermute
+            new = np.empty_like(tile)
+            if act.dest == rank and act.source == rank:
+                new[...] = tile
+            else:
+                comm.Sendrecv(tile, dest=act.dest, sendtag=7, recvbuf=new, source=act.source, recvtag=7)
+            live = tile.nbytes + new.nbytes
         del tile
-        tile, state = new, new_state
+        tile = new
         peak_tile = max(peak_tile, tile.nbytes)
         peak_live = max(peak_live, live)
         if check:
-            want = make_tile(src.globaltype, state.offsets(mesh)[rank], state.type.localtype, dtype)
+            offsets, localtype = act.expect
+            want = make_tile(globaltype, offsets, localtype, tile.dtype)
             ok = ok and tile.shape == want.shape and bool(np.array_equal(tile, want))
-    if check and not steps:
-        want = make_tile(src.globaltype, state.offsets(mesh)[rank], src.localtype, dtype)
-        ok = bool(np.array_equal(tile, want))
     return ok, peak_tile, peak_live
 
 
@@ -139,14 +187,21 @@ def main(argv: list[str] | None = None) -> None:
             out = {}
             for name, raw in prob["programs"].items():
                 steps = tuple(step_from_dict(s) for s in raw)
-                ok, pt, pl = run_program(comm, comms, mesh, coords0, src, steps, dtype, check=True,
+                tile0 = source_tile(comm, mesh, coords0, src, dtype)
+                actions = compile_program(comm, comms, mesh, coords0, src, steps)
+                ok, pt, pl = run_program(comm, actions, tile0.copy(), check=True, globaltype=src.globaltype,
                                          fault=bool(job.get("inject_fault")))
+                if not steps:  # nothing ran: the source tile must be the target tile
+                    ok = not job.get("inject_fault")
                 times = []
                 for _ in range(repeats):
+                    tile = tile0.copy()
                     comm.Barrier()
                     t0 = time.perf_counter()
-                    run_program(comm, comms, mesh, coords0, src, steps, dtype, check=False)
+                    run_program(comm, actions, tile)
+                    comm.Barrier()
                     times.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+                    del tile
                 out[name] = {
                     "verified": bool(comm.allreduce(ok, op=MPI.LAND)),
                     "peak_tile_bytes": int(comm.allreduce(pt, op=MPI.MAX)),
