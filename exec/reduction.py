@@ -10,10 +10,13 @@ reduction group, exactly as in the checker (docs/run.md).
 This module holds what does not need MPI:
 
 * :func:`chunk_layouts` — which chunks every rank holds before and after every
-  step, in buffer order, computed the way the executor moves data: member ``i``
-  of a ReduceScatter keeps block ``i`` of the chunks it held, Reduce empties
-  the non-roots, Broadcast copies the root's chunks, AllGather concatenates the
-  members' chunks (re-sorted locally).  It never rejects a program the
+  step, in buffer order, computed the way the executor moves data (the buffer
+  model of :mod:`meshplan.models.reduction.numeric`): reductions combine
+  buffers position-wise and label the result as the root's buffer, member
+  ``i`` of a ReduceScatter keeps block ``i``, Reduce empties the non-roots,
+  Broadcast copies the root's chunks, AllGather concatenates the members'
+  chunks (re-sorted by label locally).  For a valid program every member holds
+  the same chunks, so this is the scatter of Figure 8.  It never rejects a program the
   semantics rejects — an invalid program still runs and gives wrong numbers —
   but raises :class:`NotExecutable` when MPI itself cannot run a step (members
   of one group hand over different chunk counts, or a ReduceScatter's count does
@@ -81,9 +84,11 @@ def step_layout(layout: Layout, st: LoweredStep, step: int = 1) -> Layout:
             continue
         c = _counts_equal(step, st, g, layout)
         n = len(g)
+        root = layout[g[0]]  # MPI sums position-wise; the result carries the root's labels
         if st.collective == "AllReduce":
-            continue  # every member keeps its own labels; MPI sums positionally
-        if st.collective == "Reduce":
+            for d in g:
+                new[d] = root
+        elif st.collective == "Reduce":
             for d in g[1:]:
                 new[d] = ()
         elif st.collective == "ReduceScatter":
@@ -91,7 +96,7 @@ def step_layout(layout: Layout, st: LoweredStep, step: int = 1) -> Layout:
                 raise NotExecutable(step, st, g, f"{c} chunks cannot be scattered evenly over {n} devices")
             b = c // n
             for i, d in enumerate(g):
-                new[d] = layout[d][i * b:(i + 1) * b]
+                new[d] = root[i * b:(i + 1) * b]
         elif st.collective == "AllGather":
             merged = tuple(sorted(lab for d in g for lab in layout[d]))
             for d in g:
