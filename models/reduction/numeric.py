@@ -1,0 +1,154 @@
+"""The numpy referee: run a lowered reduction program on random integers (docs/check.md).
+
+This executes a program the way an MPI/NCCL executor would, on real numbers,
+without the state rules of Figure 8 (:mod:`.semantics`), so it can disagree
+with them.  The *buffer model*:
+
+* Every device starts with ``k`` chunks of random data; chunk ``r`` of device
+  ``d`` is a vector ``x[d, r]`` of ``trials`` random elements of ``Z_p``
+  (``p = 2^31 − 1``; sums are taken mod ``p``).
+* A device's buffer is a list of entries ``(chunk label, values)`` kept
+  sorted by label: the chunks it holds, laid out contiguously.  The labels
+  are the executor's static layout knowledge; the values are the data.
+* A collective over a group (root first) works position-wise on the
+  members' buffers, as NCCL does on counts:
+
+  - ``AllReduce`` — equal lengths required; every member gets the
+    position-wise sum, labelled as the root's buffer;
+  - ``Reduce`` — the same, but only the root gets it; the others' buffers
+    become empty (their result is undefined);
+  - ``ReduceScatter`` — equal lengths ``L`` divisible by the group size ``n``;
+    member ``i`` gets positions ``[iL/n, (i+1)L/n)`` of the sum;
+  - ``AllGather`` — equal lengths; every member gets the concatenation of all
+    members' buffers (group order), re-sorted by label;
+  - ``Broadcast`` — every member gets a copy of the root's buffer.
+
+  Unequal lengths (or an indivisible ReduceScatter) cannot run: the
+  program fails at that step.
+* A program is *correct* when at the end every device holds exactly the
+  chunks ``0..k−1``, once each, and chunk ``r`` equals ``Σ_{e ∈ G(d)} x[e, r]``
+  over its reduction group ``G(d)``.
+
+Every value is a linear form with non-negative integer coefficients in the
+inputs; a wrong form equals the right one on a uniformly random input with
+probability at most ``1/p`` per trial (Schwartz–Zippel), so with the default
+two trials a wrong program passes with probability below ``2^-61``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from meshplan.models.reduction.lowering import LoweredProgram
+
+__all__ = ["NumericResult", "PRIME", "run_numeric", "execute"]
+
+PRIME = 2**31 - 1
+
+Buffer = tuple[tuple[int, ...], np.ndarray]  # (labels, values of shape (len(labels), trials))
+
+
+@dataclass(frozen=True, slots=True)
+class NumericResult:
+    """The verdict of the numpy referee and, when wrong, where."""
+
+    correct: bool
+    reason: str = ""
+    step: int | None = None  # 1-based step that could not run
+    device: int | None = None
+    chunk: int | None = None
+
+    def __str__(self) -> str:
+        return "correct" if self.correct else self.reason
+
+
+class NotExecutable(Exception):
+    def __init__(self, step: int, detail: str) -> None:
+        super().__init__(detail)
+        self.step = step
+        self.detail = detail
+
+
+def _sorted(labels: Sequence[int], values: np.ndarray) -> Buffer:
+    order = sorted(range(len(labels)), key=lambda i: labels[i])
+    return tuple(labels[i] for i in order), values[order]
+
+
+def _step(bufs: list[Buffer], collective: str, group: Sequence[int], step: int) -> None:
+    members = [bufs[d] for d in group]
+    n = len(group)
+    lengths = [len(lab) for lab, _ in members]
+    if collective != "Broadcast" and len(set(lengths)) > 1:
+        i = next(i for i, x in enumerate(lengths) if x != lengths[0])
+        raise NotExecutable(step, f"{collective} over devices {list(group)}: device {group[0]} passes "
+                                  f"{lengths[0]} chunks but device {group[i]} passes {lengths[i]}")
+    if collective in ("AllReduce", "Reduce", "ReduceScatter"):
+        labels = members[0][0]
+        total = members[0][1].copy()
+        for _, v in members[1:]:
+            total = (total + v) % PRIME
+        if collective == "AllReduce":
+            for d in group:
+                bufs[d] = (labels, total)
+        elif collective == "Reduce":
+            empty = members[0][1][:0]
+            bufs[group[0]] = (labels, total)
+            for d in group[1:]:
+                bufs[d] = ((), empty)
+        else:
+            size = lengths[0]
+            if size % n:
+                raise NotExecutable(step, f"ReduceScatter over devices {list(group)}: {size} chunks do not "
+                                          f"split evenly over {n} devices")
+            b = size // n
+            for i, d in enumerate(group):
+                bufs[d] = (labels[i * b:(i + 1) * b], total[i * b:(i + 1) * b])
+    elif collective == "AllGather":
+        labels = tuple(x for lab, _ in members for x in lab)
+        values = np.concatenate([v for _, v in members], axis=0)
+        out = _sorted(labels, values)
+        for d in group:
+            bufs[d] = out
+    elif collective == "Broadcast":
+        for d in group:
+            bufs[d] = members[0]
+    else:
+        raise ValueError(f"unknown collective {collective!r}")
+
+
+def execute(program: LoweredProgram, data: np.ndarray) -> list[Buffer]:
+    """Final buffers of every device for input ``data[d, r, t]``; raises :class:`NotExecutable`."""
+    n, k = data.shape[0], data.shape[1]
+    bufs: list[Buffer] = [(tuple(range(k)), data[d] % PRIME) for d in range(n)]
+    for i, st in enumerate(program.steps, 1):
+        for g in st.groups:
+            _step(bufs, st.collective, g, i)
+    return bufs
+
+
+def run_numeric(program: LoweredProgram, reduction_groups: Sequence[Sequence[int]], chunks: int, *,
+                trials: int = 2, seed: int | None = 0) -> NumericResult:
+    """Run ``program`` on random data and compare with the sums over the reduction groups."""
+    n = program.num_devices
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, PRIME, size=(n, chunks, trials), dtype=np.int64)
+    try:
+        bufs = execute(program, data)
+    except NotExecutable as err:
+        return NumericResult(False, f"step {err.step} cannot run: {err.detail}", step=err.step)
+    group_of = {d: tuple(g) for g in reduction_groups for d in g}
+    for d in range(n):
+        labels, values = bufs[d]
+        if labels != tuple(range(chunks)):
+            return NumericResult(False, f"device {d} ends holding chunks {list(labels)}, not 0..{chunks - 1} "
+                                        "once each", device=d)
+        want = data[list(group_of.get(d, (d,)))].sum(axis=0) % PRIME
+        bad = np.flatnonzero((values != want).any(axis=1))
+        if bad.size:
+            r = int(bad[0])
+            return NumericResult(False, f"device {d}, chunk {r}: the result differs from the sum over its "
+                                        f"reduction group {list(group_of.get(d, (d,)))}", device=d, chunk=r)
+    return NumericResult(True)
