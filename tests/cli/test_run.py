@@ -1,0 +1,84 @@
+"""``meshplan run`` (issue 4, item 2): real mpiexec launches on 4 ranks, in-process CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from meshplan.cli import main
+
+
+def cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def schedule(tmp_path_factory):
+    path = tmp_path_factory.mktemp("run") / "plan.json"
+    assert main(["solve", "placement", "--system", "node=2,gpu=2", "--axes", "2,2", "--reduce", "0",
+                 "--max-size", "3", "--export", str(path), "--json"]) == 0
+    return path
+
+
+def _with_program(schedule, tmp_path, name, steps):
+    """A copy of the schedule whose placement 0 gets one extra hand-written program."""
+    doc = json.loads(schedule.read_text())
+    pl = doc["placements"][0]
+    pl["programs"].append({"id": len(pl["programs"]), "text": name, "steps": steps})
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(doc))
+    return path, len(pl["programs"]) - 1
+
+
+@pytest.mark.mpi
+def test_run_json_verifies_every_program(capsys, schedule):
+    code, out, _ = cli(capsys, "run", str(schedule), "--bytes", "16KiB", "--repeat", "2", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["np"] == 4 and doc["failed"] == 0 and doc["verified"] == len(doc["programs"]) == 6
+    for p in doc["programs"]:
+        assert p["verified"] and p["checker"] == "valid" and p["bytes_match_model"] is True
+        assert len(p["bytes_per_rank"]) == len(p["sim_bytes_per_rank"]) == 4
+        assert p["time_s"]["min"] <= p["time_s"]["median"]
+        assert len(p["steps"]) >= 1 and all(s["time_s"]["median"] is not None for s in p["steps"])
+
+
+@pytest.mark.mpi
+def test_run_reports_an_invalid_program_as_unverified(capsys, schedule, tmp_path):
+    groups = json.loads(schedule.read_text())["placements"][0]["reduction_groups"]
+    twice = [{"collective": "AllReduce", "groups": groups}] * 2  # P2 Figure 4b: reduced twice
+    stuck = [{"collective": "Reduce", "groups": groups}, {"collective": "AllReduce", "groups": [[0, 1, 2, 3]]}]
+    path, i = _with_program(schedule, tmp_path, "twice", twice)
+    code, out, _ = cli(capsys, "run", str(path), "--placement", "0", "--program", f"0,{i}", "--bytes", "4KiB",
+                       "--repeat", "1")
+    assert code == 1
+    assert "1 of 2 programs verified" in out and "differs from the numpy sum" in out
+    assert "reduced twice" in out  # the checker's reason is shown next to the MPI result
+    path, i = _with_program(schedule, tmp_path, "stuck", stuck)
+    code, out, _ = cli(capsys, "run", str(path), "--placement", "0", "--program", str(i), "--json",
+                       "--repeat", "1", "--bytes", "4KiB")
+    assert code == 1
+    p = json.loads(out)["programs"][0]
+    assert not p["verified"] and not p["executable"] and "not executable" in p["reason"]
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--np", "8"], "use --np 4"),
+    (["--program", "99"], "out of range"),
+    (["--placement", "7"], "out of range"),
+    (["--bytes", "lots"], "bad size"),
+    (["--repeat", "0"], "at least 1"),
+])
+def test_run_bad_input_exits_2(capsys, schedule, argv, msg):
+    code, _, err = cli(capsys, "run", str(schedule), *argv)
+    assert code == 2 and err.startswith("error: ") and msg in err and "Traceback" not in err
+
+
+def test_run_rejects_a_file_that_is_not_a_schedule(capsys, tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text('{"hello": 1}')
+    code, _, err = cli(capsys, "run", str(bad))
+    assert code == 2 and "not a meshplan schedule" in err
