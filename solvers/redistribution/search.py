@@ -41,10 +41,10 @@ def shortest_weak_path(primes: Counter, src: WeakType, dst: WeakType, *, bound: 
                        max_alternatives: int = 16) -> WeakPath:
     """Dijkstra from ``src`` to ``dst`` over weak types with ``localsize <= bound`` (§7.2).
 
-    Besides one shortest path it lists up to ``max_alternatives`` shortest paths
-    in total (all of equal cost and length): they differ only in which
-    dimensions give or take a factor first, which matters once the lowering picks
-    concrete axes.
+    Besides one shortest path (fewest steps among the cheapest) it lists up to
+    ``max_alternatives`` cheapest paths in total, fewest steps first: they differ
+    in which dimensions give or take a factor, in what order, and in zero-cost
+    slices, which matters once the lowering picks concrete axes (§7.3).
     """
     if src.globaltype != dst.globaltype:
         raise ModelError(f"global types differ: {src.globaltype} vs {dst.globaltype}")
@@ -57,40 +57,54 @@ def _search(primes_key: tuple, src: WeakType, dst: WeakType, bound: int, max_alt
     primes = Counter(dict(primes_key))
     tie = itertools.count()
     dist: dict[WeakType, tuple[int, int]] = {src: (0, 0)}
-    prev: dict[WeakType, list[tuple[WeakType, WeakStep]]] = {}
+    into: dict[WeakType, list[tuple[int, WeakType, WeakStep]]] = {}  # every relaxed edge (cost via it)
     heap = [(0, 0, next(tie), src)]
     done: set[WeakType] = set()
     while heap:
         cost, nsteps, _, w = heapq.heappop(heap)
         if w in done:
             continue
+        if dst in done and cost > dist[dst][0]:
+            break  # every node that can precede dst at equal cost has been expanded
         done.add(w)
-        if w == dst:
-            break
         ls = w.localsize
         for step, w2 in weak_successors(primes, w):
-            if w2.localsize > bound or w2 in done:
+            if w2.localsize > bound:
                 continue
-            key = (cost + op_cost(step.op, ls, w2.localsize), nsteps + 1)
+            c2 = cost + op_cost(step.op, ls, w2.localsize)
+            if dst in done and c2 > dist[dst][0]:
+                continue
+            into.setdefault(w2, []).append((c2, w, step))
+            if w2 in done:
+                continue
+            key = (c2, nsteps + 1)
             if w2 not in dist or key < dist[w2]:
                 dist[w2] = key
-                prev[w2] = [(w, step)]
                 heapq.heappush(heap, (key[0], key[1], next(tie), w2))
-            elif key == dist[w2]:
-                prev[w2].append((w, step))
     if dst not in done:
         raise Infeasible(f"no sequence of collectives within {bound} elements per device reaches {dst}")
+    # predecessors on cheapest paths (equal cost, any number of steps), fewest steps first
+    prev: dict[WeakType, list[tuple[WeakType, WeakStep]]] = {}
+    for w, edges in into.items():
+        if w in done:
+            best = [(dist[u][1], k, u, st) for k, (c, u, st) in enumerate(edges)
+                    if c == dist[w][0] and u in done]
+            prev[w] = [(u, st) for _, _, u, st in sorted(best, key=lambda e: (e[0], e[1]))]
     paths: list[tuple[tuple[WeakStep, ...], tuple[WeakType, ...]]] = []
+    cap = 4 * max_alt
 
     def back(w: WeakType, steps: tuple, types: tuple) -> None:
-        if len(paths) >= max_alt:
+        if len(paths) >= cap:
             return
         if w == src:
             paths.append((steps, types))
             return
-        for w0, step in prev[w]:
-            back(w0, (step,) + steps, (w0,) + types)
+        for w0, step in prev.get(w, ()):
+            if w0 not in types:
+                back(w0, (step,) + steps, (w0,) + types)
 
     back(dst, (), (dst,))
+    paths.sort(key=lambda p: len(p[0]))  # stable: the first is a (cost, steps)-shortest path
+    paths = paths[:max_alt]
     steps, types = paths[0]
     return WeakPath(steps, types, dist[dst][0], bound, len(done), tuple(p for p, _ in paths))

@@ -37,7 +37,8 @@ def test_search_agrees_with_exhaustive_reference_on_2000_problems():
             assert all(s.step.op == "allgather" for s in p.steps[permutes[0] + 1:]), where
         stats["permute"] += bool(permutes)
         stats["opt_attained"] += p.cost <= opt
-    assert stats["opt_attained"] > N_PROBLEMS // 2
+    # in practice the lowering attains the strict optimum (0 misses on this seed when written)
+    assert stats["opt_attained"] >= 0.99 * N_PROBLEMS
 
 
 def test_exhaustive_reference_examples():
