@@ -87,7 +87,7 @@ def _table(con, title: str, plan, itemsize: int) -> None:
 
     t = Table(title=title, title_justify="left")
     for col in ("#", "collective", "type after", "local size", "cost"):
-        t.add_column(col, justify="right" if col in ("#", "local size", "cost") else "left")
+        t.add_column(col, justify="right" if col in ("#", "local size", "cost") else "left", overflow="fold")
     t.add_row("0", "(source)", plan.display(plan.src), format_bytes(plan.src.localsize * itemsize), "")
     for k, s in enumerate(plan.steps, 1):
         op = str(s.step)
