@@ -130,14 +130,17 @@ def _add_symbols(num_devices: int, chunks: int, bound: int | None, lines: list[s
 
 
 def _add_goal(outputs: Mapping[tuple[int, int], str], targets: Mapping[tuple[int, int], str],
-              lines: list[str]) -> None:
-    diffs = " ".join(f"(distinct {outputs[key]} {targets[key]})" for key in outputs)
+              lines: list[str], only: tuple[int, int] | None = None) -> None:
+    keys = list(outputs) if only is None else [only]
+    diffs = " ".join(f"(distinct {outputs[key]} {targets[key]})" for key in keys)
     lines.append(f"(assert (or false {diffs}))")
 
 
 def encode_reduction_proof(program: LoweredProgram, reduction_groups: Sequence[Sequence[int]], chunks: int,
-                           *, bound: int | None = None) -> Encoded:
+                           *, bound: int | None = None, only: tuple[int, int] | None = None) -> Encoded:
     """The z3 model described above; ``decode`` maps a model to ``{(d, r): value}`` of the inputs.
+
+    ``bound`` restricts every input to ``0..bound``; ``only = (d, r)`` asks about that output alone.
 
     ``meta``: ``outputs``/``targets`` (SMT-LIB terms per ``(device, chunk)``: an input symbol
     ``x_d_r`` or a defined sum ``s<i>``), ``definitions`` (``s<i>`` → its summands) and
@@ -171,7 +174,7 @@ def encode_reduction_proof(program: LoweredProgram, reduction_groups: Sequence[S
             for r in range(chunks):
                 outputs[(d, r)] = bufs[d][r][1]
                 targets[(d, r)] = terms.sum([var_name("x", e, r) for e in members])
-        _add_goal(outputs, targets, goal)
+        _add_goal(outputs, targets, goal, only)
     model = z3.Solver()
     model.from_string("\n".join(head + terms.lines + goal))
     xs = _Symbols(names)

@@ -18,7 +18,7 @@ from meshplan.models.reduction.lowering import LoweredProgram
 from meshplan.models.reduction.semantics import RuleViolation, apply_step
 from meshplan.models.reduction.state import Context, State, bits, goal_context, initial_context
 
-__all__ = ["Failure", "Shortfall", "Verdict", "replay", "require_valid", "chunks_for"]
+__all__ = ["Failure", "Shortfall", "Verdict", "Crossing", "replay", "require_valid", "chunks_for", "first_crossing"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,3 +107,48 @@ def require_valid(program: LoweredProgram, reduction_groups: Sequence[Sequence[i
     if not v.valid:
         raise VerificationError(f"re-check failed: {v.reason()}")
     return v
+
+
+@dataclass(frozen=True, slots=True)
+class Crossing:
+    """The first step after which a device holds data from outside its reduction group."""
+
+    step: int  # 1-based
+    collective: str
+    group: tuple[int, ...]
+    device: int
+    chunk: int
+    foreign: int
+
+    def __str__(self) -> str:
+        return (f"step {self.step}, {self.collective} over devices {list(self.group)} first puts device "
+                f"{self.foreign}'s data into chunk {self.chunk} of device {self.device}, which is not in "
+                f"device {self.device}'s reduction group — the step reduces across a non-reduction axis "
+                "(P2 Lemma B.3)")
+
+
+def first_crossing(program: LoweredProgram, reduction_groups: Sequence[Sequence[int]],
+                   chunks: int | None = None) -> Crossing | None:
+    """Explain extra contributions: the first step that mixes data of different reduction groups.
+
+    Replays like :func:`replay` and returns ``None`` when no step does so (or a rule fails first)."""
+    k = chunks if chunks is not None else chunks_for(reduction_groups)
+    n = program.num_devices
+    allowed = [1 << d for d in range(n)]
+    for g in reduction_groups:
+        mask = sum(1 << d for d in g)
+        for d in g:
+            allowed[d] = mask
+    ctx = initial_context(n, k)
+    for i, step in enumerate(program.steps, 1):
+        try:
+            ctx = apply_step(ctx, step.collective, step.groups)
+        except RuleViolation:
+            return None
+        for g in step.groups:
+            for d in g:
+                for r, m in enumerate(ctx[d]):
+                    extra = m & ~allowed[d]
+                    if extra:
+                        return Crossing(i, step.collective, tuple(g), d, r, bits(extra)[0])
+    return None

@@ -1,0 +1,422 @@
+"""``meshplan check FILE``: prove that a reduction program computes exactly the requested reduction.
+
+Three referees (docs/check.md): the replay of P2 Figure 8's rules (the
+verdict), a z3 proof by symbolic execution and a run on random integers with
+numpy; the last two do not use the rules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from meshplan.cli.common import add_common_flags, console, parse_int_list, print_json
+from meshplan.models.errors import ModelError, ParseError, VerificationError
+from meshplan.models.simulator import ALGORITHMS
+from meshplan.models.units import format_bytes, format_seconds, parse_bytes
+
+__all__ = ["register", "run", "check_lowered", "CheckResult"]
+
+EXAMPLES = """\
+examples:
+  meshplan check examples/programs/fig3c_reduce_allreduce_broadcast.txt \\
+      --system rack=1,server=2,cpu=2,gpu=4 --axes 4,4 --reduce 1 --matrix '[[1,1,2,2],[1,2,1,2]]'
+  meshplan check prog.txt --system a100-2x16 --axes 2,16 --reduce 0 --matrix '[[1,2],[2,8]]' --json
+  meshplan check plan.json                      # every program of `solve placement --export plan.json`
+  meshplan check plan.json --placement 0 --program 0,1
+"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "check", help="prove a reduction program right, or show the first step where it goes wrong",
+        description=(
+            "Check that a reduction program computes exactly the requested reduction: every device ends "
+            "with, in every chunk, the sum over exactly its reduction group. The program is replayed with "
+            "the collective semantics of P2 Figure 8 (the verdict: the first failing step, device group, "
+            "rule and premise, or the devices and chunks that fall short), proved or refuted by z3 "
+            "(symbolic execution; a refutation prints a concrete counterexample input) and run on random "
+            "integers with numpy. FILE is the text format of docs/check.md (`slice=`/`form=` name levels "
+            "of the placement's synthesis hierarchy, `groups=` global device ids) or a schedule written by "
+            "`meshplan solve placement --export`. Exit 0 valid, 1 invalid, 2 bad input."),
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", help="a program (.txt, docs/check.md) or a schedule (.json)")
+    p.add_argument("--system", help="a preset, a .json/.toml system file, or levels like node=4,gpu=16 "
+                                    "(required for a text program)")
+    p.add_argument("--axes", help="parallelism axis sizes, e.g. 4,16 (required for a text program)")
+    p.add_argument("--reduce", help="indices of the reduction axes, e.g. 0 or 0,2 (required for a text program)")
+    p.add_argument("--matrix", help="the parallelism matrix, e.g. '[[2,2],[2,8]]' (may be omitted when only "
+                                    "one placement exists)")
+    p.add_argument("--placement", metavar="P[,P…]", help="schedule only: placement indices (default all)")
+    p.add_argument("--program", metavar="K[,K…]", help="schedule only: program indices (default all)")
+    p.add_argument("--bytes", default=None, help="data per device for the simulated time (default 1GiB, or "
+                                                 "the schedule's)")
+    p.add_argument("--algo", choices=ALGORITHMS, default=None, help="collective algorithm for the simulated "
+                                                                    "time (default ring, or the schedule's)")
+    p.add_argument("--no-proof", action="store_true", help="skip the z3 proof (replay and numpy only)")
+    add_common_flags(p)
+    p.set_defaults(func=run)
+
+
+# -- the check of one lowered program --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The three verdicts on one lowered program, and how they relate."""
+
+    verdict: Any  # checker.Verdict
+    proof: Any  # solvers.proof.ProofResult | None
+    numeric: Any  # numeric.NumericResult
+    chunks: int
+    time_s: float | None
+    agree: bool
+    note: str
+    crossing: Any = None  # checker.Crossing explaining extra contributions
+
+    @property
+    def valid(self) -> bool:
+        return self.verdict.valid
+
+
+def referees_agree(verdict, numeric_correct: bool, proof_status: str | None) -> tuple[bool, str]:
+    """The agreement relation of docs/check.md ("three referees").
+
+    * z3 and numpy must give the same answer (both run the buffer model);
+    * replay valid ⇒ numbers right; replay short at the end (all premises held) ⇒ numbers wrong;
+    * a rule failure on a program whose numbers are right is allowed only for R-BROADCAST, whose
+      premises (information increase) are an optimization, not a correctness condition (P2 §3.2).
+    """
+    if proof_status is not None and proof_status != "unknown" and (proof_status == "proved") != numeric_correct:
+        return False, "z3 and numpy disagree"
+    if verdict.valid:
+        return (True, "") if numeric_correct else (False, "the rules accept a program whose numbers are wrong")
+    if verdict.failure is None:
+        return (True, "") if not numeric_correct else (False, "the rules' final state falls short but the "
+                                                             "numbers are right")
+    if not numeric_correct:
+        return True, ""
+    if verdict.failure.rule == "R-BROADCAST":
+        return True, ("the numbers are right for every input: only Broadcast's information-increase premise "
+                      "fails, an optimization of P2 Figure 8 (docs/check.md); the program is still invalid")
+    return False, (f"the numbers are right for every input although the {verdict.failure.rule} premise "
+                   f"“{verdict.failure.premise}” fails")
+
+
+def check_lowered(system, lowered, reduction_groups: Sequence[Sequence[int]], *, bytes_per_device: int,
+                  algo: str, proof: bool = True) -> CheckResult:
+    from meshplan.models.reduction.checker import chunks_for, first_crossing, replay
+    from meshplan.models.reduction.numeric import run_numeric
+    from meshplan.models.simulator import simulate
+
+    k = chunks_for(reduction_groups)
+    verdict = replay(lowered, reduction_groups, k)
+    numeric = run_numeric(lowered, reduction_groups, k)
+    pr = None
+    if proof:
+        from meshplan.solvers.proof import prove
+
+        pr = prove(lowered, reduction_groups, k)
+    time_s = None
+    if verdict.valid:
+        time_s = simulate(system, lowered, bytes_per_device=bytes_per_device, chunks=k, algo=algo).time_s
+    agree, note = referees_agree(verdict, numeric.correct, pr.status if pr else None)
+    crossing = None
+    if verdict.failure is None and any(s.extra for s in verdict.shortfalls):
+        crossing = first_crossing(lowered, reduction_groups, k)
+    return CheckResult(verdict, pr, numeric, k, time_s, agree, note, crossing)
+
+
+# -- inputs -----------------------------------------------------------------------------------
+
+
+def _parse_matrix(text: str) -> list[list[int]]:
+    try:
+        rows = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ModelError(f"--matrix must be a list of rows like '[[2,2],[2,8]]', got {text!r}") from err
+    if (not isinstance(rows, list) or not rows
+            or not all(isinstance(r, list) and r and all(isinstance(x, int) for x in r) for r in rows)):
+        raise ModelError(f"--matrix must be a list of integer rows like '[[2,2],[2,8]]', got {text!r}")
+    return rows
+
+
+def _placement(system, axes, reduce, matrix_text):
+    from meshplan.models.placement import ParallelismMatrix
+
+    if matrix_text is not None:
+        return ParallelismMatrix.of(system, _parse_matrix(matrix_text), axes)
+    from meshplan.solvers.placement import enumerate_placements
+
+    cands = enumerate_placements(system, axes)
+    if len(cands) == 1:
+        return cands[0]
+    listed = " ".join(f"'{m}'" for m in cands[:12]) + (f" … ({len(cands)} in all)" if len(cands) > 12 else "")
+    raise ModelError(f"{len(cands)} parallelism matrices place axes {list(axes)} on {system}; choose one "
+                     f"with --matrix: {listed}")
+
+
+def _is_schedule(path: Path, text: str) -> bool:
+    return path.suffix.lower() == ".json" or text.lstrip().startswith("{")
+
+
+def _read(path_text: str) -> tuple[Path, str]:
+    path = Path(path_text)
+    if not path.is_file():
+        raise ModelError(f"program file {path_text!r} not found")
+    try:
+        return path, path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ModelError(f"cannot read {path_text!r}: {err}") from err
+
+
+# -- output -----------------------------------------------------------------------------------
+
+
+def _say(con, text: str, style: str | None = None, prefix: str = "") -> None:
+    """Print ``prefix`` (rich markup) followed by ``text`` taken literally (brackets are not markup)."""
+    from rich.markup import escape
+
+    con.print(prefix + escape(text), style=style)
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _cell(mask: int) -> str:
+    from meshplan.models.reduction.state import bits
+
+    return ",".join(map(str, bits(mask))) if mask else "–"
+
+
+def _result_json(res: CheckResult, lines: Sequence[int] | None) -> dict[str, Any]:
+    from meshplan.models.reduction.state import bits
+
+    v = res.verdict
+    fail = None
+    if v.failure is not None:
+        f = v.failure
+        fail = {"step": f.step, "collective": f.collective, "group": list(f.group), "rule": f.rule,
+                "premise": f.premise, "detail": f.detail,
+                "line": lines[f.step - 1] if lines else None,
+                "states_before": {str(d): [bits(m) for m in s] for d, s in zip(f.group, f.states_before)}}
+    proof = None
+    if res.proof is not None:
+        pr = res.proof
+        proof = {"status": pr.status, "reason": pr.reason, "step": pr.step, "counterexample": None}
+        if pr.counterexample is not None:
+            ce = pr.counterexample
+            n = max(d for d, _ in ce.inputs) + 1
+            inputs = [[ce.inputs[(d, r)] for r in range(res.chunks)] for d in range(n)]
+            proof["counterexample"] = {
+                "inputs": inputs,
+                "wrong": [{"device": w.device, "chunk": w.chunk, "got": w.got, "expected": w.expected,
+                           "sum": [list(t) for t in w.terms], "group": list(w.group)} for w in ce.wrong]}
+    return {
+        "valid": v.valid,
+        "steps": v.steps,
+        "reason": v.reason(),
+        "failure": fail,
+        "shortfalls": [{"device": s.device, "chunk": s.chunk, "missing": list(s.missing), "extra": list(s.extra)}
+                       for s in v.shortfalls],
+        "proof": proof,
+        "crossing": None if res.crossing is None else {
+            "step": res.crossing.step, "collective": res.crossing.collective, "group": list(res.crossing.group),
+            "device": res.crossing.device, "chunk": res.crossing.chunk, "foreign": res.crossing.foreign,
+            "detail": str(res.crossing)},
+        "numeric": {"correct": res.numeric.correct, "reason": res.numeric.reason},
+        "agree": res.agree,
+        "note": res.note,
+        "chunks": res.chunks,
+        "time_s": res.time_s,
+    }
+
+
+def _print_result(con, res: CheckResult, lines: Sequence[int] | None, items, system, algo: str,
+                  nbytes: int) -> None:
+    from rich.table import Table
+
+    v = res.verdict
+    if v.valid:
+        _say(con, f"{_n(v.steps, 'step')} reach the requested reduction; simulated time {format_seconds(res.time_s)} "
+                  f"({algo}, {format_bytes(nbytes)} per device, {system})", prefix="[bold green]valid[/bold green]: ")
+    elif v.failure is not None:
+        f = v.failure
+        _say(con, f"step {f.step}, {f.collective} over devices {list(f.group)}: {f.detail}",
+             prefix="[bold red]invalid[/bold red]: ")
+        where = f" (line {lines[f.step - 1]}: {items[f.step - 1]})" if lines and items else ""
+        _say(con, f"  rule {f.rule}, failed premise: {f.premise}{where}")
+        _say(con, f"  states of the group before step {f.step} (per chunk: the devices whose data it holds):")
+        t = Table()
+        t.add_column("device", justify="right")
+        for r in range(res.chunks):
+            t.add_column(f"chunk {r}")
+        for d, s in zip(f.group, f.states_before):
+            t.add_row(str(d), *(_cell(m) for m in s))
+        con.print(t)
+    else:
+        _say(con, f"every step satisfies its rule, but the program ends before every device holds its group's "
+                  f"sum ({len(v.shortfalls)} device-chunks fall short):", prefix="[bold red]invalid[/bold red]: ")
+        for s in v.shortfalls[:6]:
+            _say(con, f"  {s}")
+        if len(v.shortfalls) > 6:
+            _say(con, f"  … and {len(v.shortfalls) - 6} more (--json lists all)")
+        if res.crossing is not None:
+            _say(con, f"  cause: {res.crossing}")
+    pr = res.proof
+    if pr is not None:
+        _say(con, f"z3 proof: {pr.status} — {pr.reason}")
+        if pr.counterexample is not None:
+            _print_counterexample(con, pr, res.chunks)
+    _say(con, f"numpy run: {'correct' if res.numeric.correct else 'wrong — ' + res.numeric.reason}")
+    if res.note:
+        _say(con, res.note, prefix="[yellow]note[/yellow]: ")
+
+
+def _print_counterexample(con, pr, chunks: int) -> None:
+    ce = pr.counterexample
+    w = ce.wrong[0]
+    devices = sorted({d for d, _, _ in w.terms} | {w.device} | set(w.group))
+    _say(con, "  counterexample input x[device][chunk] (devices involved; --json lists all): " + "; ".join(
+        f"x[{d}] = [{', '.join(str(ce.inputs[(d, r)]) for r in range(chunks))}]" for d in devices))
+    summands = " + ".join((f"{c}·" if c != 1 else "") + f"x[{d}][{r}]" for d, r, c in w.terms)
+    more = f" ({len(ce.wrong) - 1} more outputs are wrong on this input)" if len(ce.wrong) > 1 else ""
+    _say(con, f"  wrong output: device {w.device} chunk {w.chunk} = {summands or '0'} = {w.got}, expected "
+              f"{w.expected}{more}")
+
+
+# -- the command --------------------------------------------------------------------------------
+
+
+def run(args) -> int:
+    path, text = _read(args.file)
+    if _is_schedule(path, text):
+        return _run_schedule(args, path)
+    return _run_text(args, path, text)
+
+
+def _run_text(args, path: Path, text: str) -> int:
+    from meshplan.models.reduction.hierarchy import synthesis_hierarchy
+    from meshplan.models.reduction.program_text import parse_program, resolve
+    from meshplan.models.system import System
+
+    missing = [f for f in ("system", "axes", "reduce") if getattr(args, f) is None]
+    if missing:
+        raise ModelError(f"a text program needs {', '.join('--' + m for m in missing)} (the system and "
+                         "placement it runs on)")
+    if args.placement is not None or args.program is not None:
+        raise ModelError("--placement and --program select programs of a schedule file, not of a text program")
+    program = parse_program(text, source=str(path))
+    system = System.parse(args.system)
+    axes = parse_int_list(args.axes, "--axes")
+    reduce = parse_int_list(args.reduce, "--reduce")
+    from meshplan.models.placement import check_axes
+
+    check_axes(system, axes)
+    matrix = _placement(system, axes, reduce, args.matrix)
+    h = synthesis_hierarchy(matrix, reduce)
+    lowered = resolve(program, h)
+    groups = matrix.reduction_groups(reduce)
+    nbytes = parse_bytes(args.bytes or "1GiB")
+    algo = args.algo or "ring"
+    res = check_lowered(system, lowered, groups, bytes_per_device=nbytes, algo=algo, proof=not args.no_proof)
+    if args.json:
+        doc = {"file": str(path), "system": system.short(), "axes": list(axes), "reduce": list(reduce),
+               "matrix": matrix.tolist(), "synthesis_hierarchy": [{"name": lv.name, "size": lv.size}
+                                                                   for lv in h.levels],
+               "reduction_groups": [list(g) for g in groups], "bytes_per_device": nbytes, "algo": algo}
+        doc.update(_result_json(res, program.lines))
+        print_json(doc)
+    else:
+        con = console()
+        sysname = system.short() if str(system) == system.short() else f"{system} ({system.short()})"
+        _say(con, f"{path}: {_n(len(program), 'step')} on {sysname}, axes {list(axes)}, reduce {list(reduce)}, "
+                  f"matrix {matrix}")
+        g0 = ", ".join(map(str, groups[0][:8])) + (", …" if len(groups[0]) > 8 else "")
+        _say(con, f"synthesis hierarchy {h} (levels {', '.join(h.names)}); {_n(len(groups), 'reduction group')} "
+                  f"of {len(groups[0])} devices, e.g. [{g0}]; {res.chunks} chunks per device")
+        _print_result(con, res, program.lines, program.items, system, algo, nbytes)
+    return _exit(res)
+
+
+def _exit(res: CheckResult) -> int:
+    if res.valid and not res.agree:
+        raise VerificationError(f"the referees disagree: {res.note}; please report this program")
+    return 0 if res.valid else 1
+
+
+def _select(n: int, text: str | None, what: str) -> list[int]:
+    if text is None:
+        return list(range(n))
+    ids = parse_int_list(text, what)
+    for i in ids:
+        if not 0 <= i < n:
+            raise ModelError(f"{what} {i} out of range (0..{n - 1})")
+    return list(ids)
+
+
+def _run_schedule(args, path: Path) -> int:
+    from meshplan.models.reduction.program_text import from_lowered
+    from meshplan.schedule import load_schedule
+
+    sched = load_schedule(path)
+    for flag in ("system", "axes", "reduce", "matrix"):
+        if getattr(args, flag) is not None:
+            raise ModelError(f"--{flag} is read from the schedule {str(path)!r}; select programs with "
+                             "--placement and --program instead")
+    nbytes = parse_bytes(args.bytes) if args.bytes else sched.bytes_per_device
+    algo = args.algo or sched.algo
+    results = []
+    for pi in _select(len(sched.placements), args.placement, "--placement"):
+        pl = sched.placements[pi]
+        for qi in _select(len(pl.programs), args.program, "--program"):
+            pr = pl.programs[qi]
+            res = check_lowered(sched.system, pr.lowered, pl.reduction_groups, bytes_per_device=nbytes, algo=algo,
+                                proof=not args.no_proof)
+            results.append((pl, pr, res))
+    if args.json:
+        out = []
+        for pl, pr, res in results:
+            doc = {"placement": pl.id, "program": pr.id, "matrix": pl.matrix.tolist(), "text": pr.text}
+            doc.update(_result_json(res, None))
+            out.append(doc)
+        print_json({"file": str(path), "system": sched.system.short(), "axes": list(sched.axes),
+                    "reduce": list(sched.reduce), "bytes_per_device": nbytes, "algo": algo,
+                    "valid": all(r.valid for _, _, r in results), "results": out})
+    else:
+        _schedule_table(path, sched, results, algo, nbytes)
+        for pl, pr, res in results:
+            if not res.valid or not res.agree:
+                con = console()
+                _say(con, f"placement {pl.id} {pl.matrix}, program {pr.id}: {pr.text}")
+                items = from_lowered(pr.lowered).items
+                _print_result(con, res, None, items, sched.system, algo, nbytes)
+    if any(r.valid and not r.agree for _, _, r in results):
+        bad = next(r for _, _, r in results if r.valid and not r.agree)
+        raise VerificationError(f"the referees disagree: {bad.note}; please report this program")
+    return 0 if all(r.valid for _, _, r in results) else 1
+
+
+def _schedule_table(path: Path, sched, results, algo: str, nbytes: int) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    con = console()
+    _say(con, f"{path}: {sched.system} ({sched.system.short()}), axes {list(sched.axes)}, reduce "
+              f"{list(sched.reduce)}; {len(results)} programs, simulated with {algo}, {format_bytes(nbytes)} "
+              "per device")
+    t = Table()
+    for col in ("placement", "program", "steps", "replay", "z3", "numpy", "time"):
+        t.add_column(col, justify="right" if col in ("placement", "program", "steps", "time") else "left")
+    for pl, pr, res in results:
+        t.add_row(escape(f"{pl.id} {pl.matrix}"), str(pr.id), str(res.verdict.steps),
+                  "valid" if res.valid else "invalid", res.proof.status if res.proof else "-",
+                  "correct" if res.numeric.correct else "wrong",
+                  format_seconds(res.time_s) if res.time_s is not None else "-")
+    con.print(t)
+    nvalid = sum(r.valid for _, _, r in results)
+    _say(con, f"{nvalid} of {len(results)} programs valid")
