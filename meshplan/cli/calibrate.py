@@ -1,0 +1,99 @@
+"""``meshplan calibrate --np N``: measure this machine and write a system file for the simulator (docs/calibrate.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from meshplan.cli.common import add_common_flags, console, print_json
+from meshplan.models.errors import ModelError
+from meshplan.models.units import format_bytes, format_seconds, parse_bytes
+
+__all__ = ["register", "default_shape"]
+
+EXAMPLES = """\
+examples:
+  meshplan calibrate --np 8 -o here.json                      # levels node=2,gpu=4
+  meshplan calibrate --np 16 --system node=4,gpu=4 -o here.json
+  meshplan solve placement --system here.json --axes 4,4 --reduce 0 --bytes 1MiB
+"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "calibrate", help="measure latency and bandwidth per level on MPI and write a system file",
+        description=(
+            "Start `mpiexec -n N`, measure point-to-point latency and bandwidth (idle and with every rank "
+            "busy) and the time of each collective between ranks at each level of the system shape "
+            "(rank r = device r), and write a system file whose interconnects carry the loaded "
+            "measurements, so `solve placement --system FILE` simulates times comparable with `run`."),
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--np", type=int, required=True, help="MPI ranks (= devices of the system shape)")
+    p.add_argument("--system", default=None,
+                   help="level names and sizes, e.g. node=2,gpu=4 (default node=2,gpu=N/2, or gpu=N for odd N); "
+                        "interconnects given here are ignored")
+    p.add_argument("--bytes", default="1MiB", help="message size for bandwidths and collectives (default 1MiB)")
+    p.add_argument("--iters", type=int, default=5, help="timed repetitions per measurement (default 5)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the system file (JSON) to FILE")
+    p.add_argument("--timeout", type=float, default=300.0, help="kill the MPI job after this many seconds")
+    add_common_flags(p, json_help="print the system file (with its calibration section) as JSON")
+    p.set_defaults(func=run)
+
+
+def default_shape(np_: int) -> str:
+    return f"node=2,gpu={np_ // 2}" if np_ >= 4 and np_ % 2 == 0 else f"gpu={np_}"
+
+
+def run(args) -> int:
+    from meshplan.exec.calibrate import calibrate
+    from meshplan.models.system import System
+
+    if args.np < 2:
+        raise ModelError(f"--np must be at least 2 to measure anything, got {args.np}")
+    shape = System.parse(args.system or default_shape(args.np))
+    if shape.num_devices != args.np:
+        raise ModelError(f"system {shape.short()} has {shape.num_devices} devices but --np is {args.np}; "
+                         "one rank per device")
+    nbytes = parse_bytes(args.bytes)
+    if nbytes < 64:
+        raise ModelError(f"--bytes must be at least 64, got {nbytes}")
+    res = calibrate(shape, nbytes=nbytes, iters=args.iters, timeout_s=args.timeout)
+    doc = res["system"].to_dict()
+    doc["calibration"] = res["calibration"]
+    if args.output:
+        try:
+            Path(args.output).write_text(json.dumps(doc, indent=1) + "\n")
+        except OSError as err:
+            raise ModelError(f"cannot write {args.output!r}: {err.strerror}") from err
+    if args.json:
+        print_json(doc)
+        return 0
+    _table(doc, args)
+    return 0
+
+
+def _table(doc, args) -> None:
+    from rich.table import Table
+
+    con = console()
+    cal = doc["calibration"]
+    con.print(f"[bold]calibration[/bold] on {cal['ranks']} ranks, {format_bytes(cal['bytes'])} messages, "
+              f"{cal['iters']} repetitions (median)")
+    t = Table(title="point to point (loaded = every rank exchanging at once; written to the file)")
+    for col in ("level", "latency idle", "bandwidth idle", "latency loaded", "bandwidth loaded"):
+        t.add_column(col, justify="left" if col == "level" else "right")
+    for lv in cal["levels"]:
+        t.add_row(lv["level"], format_seconds(lv["idle"]["latency"]), f"{lv['idle']['bandwidth'] / 1e9:.2f} GB/s",
+                  format_seconds(lv["loaded"]["latency"]), f"{lv['loaded']['bandwidth'] / 1e9:.2f} GB/s")
+    con.print(t)
+    t = Table(title="collectives over the groups that vary one level (all groups at once)")
+    for col in ("level", "collective", "group", "measured", "simulated", "ratio"):
+        t.add_column(col, justify="left" if col in ("level", "collective") else "right")
+    for c in cal["collectives"]:
+        ratio = c["measured_s"] / c["simulated_s"] if c["simulated_s"] else float("nan")
+        t.add_row(c["level"], c["collective"], str(c["group_size"]), format_seconds(c["measured_s"]),
+                  format_seconds(c["simulated_s"]), f"{ratio:.2f}")
+    con.print(t)
+    if args.output:
+        con.print(f"system file written to {args.output}")
