@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     ap.add_argument("--problems", type=int, default=1000)
     ap.add_argument("--mpi-problems", type=int, default=100)
     ap.add_argument("--elements", type=int, default=1 << 20, help="elements per global array on MPI (f32)")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--seed", type=int, default=2022)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "redistribution.json"))
     args = ap.parse_args(argv)
@@ -127,6 +127,7 @@ def main(argv=None) -> int:
                 "peak_live": s.peak_live_bytes, "base_peak_live": b.peak_live_bytes,
                 "peak_tile": s.peak_tile_bytes, "base_peak_tile": b.peak_tile_bytes,
                 "cost": job["search"].cost, "base_cost": job["baseline"].cost,
+                "same_program": job["search"].ops == job["baseline"].ops,
             })
         sp = [r["speedup"] for r in mpi_rows]
         summary.update({
@@ -137,6 +138,10 @@ def main(argv=None) -> int:
             "speedup_max": max(sp),
             "speedup_min": min(sp),
             "slower_than_baseline": sum(x < 1 for x in sp),
+            # noise control: problems where both strategies run the very same program
+            "control_same_program": sum(r["same_program"] for r in mpi_rows),
+            "control_speedup_geomean": geomean([r["speedup"] for r in mpi_rows if r["same_program"]]),
+            "speedup_geomean_lower_cost": geomean([r["speedup"] for r in mpi_rows if r["cost"] < r["base_cost"]]),
             "peak_live_ratio_geomean": geomean([r["peak_live"] / r["base_peak_live"] for r in mpi_rows]),
             "peak_live_ratio_max": max(r["peak_live"] / r["base_peak_live"] for r in mpi_rows),
             "peak_tile_ratio_geomean": geomean([r["peak_tile"] / r["base_peak_tile"] for r in mpi_rows]),
