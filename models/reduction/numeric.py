@@ -44,7 +44,7 @@ import numpy as np
 
 from meshplan.models.reduction.lowering import LoweredProgram
 
-__all__ = ["NumericResult", "PRIME", "run_numeric", "execute"]
+__all__ = ["NumericResult", "NotExecutable", "PRIME", "run_numeric", "execute", "apply_numeric", "Buffer"]
 
 PRIME = 2**31 - 1
 
@@ -117,6 +117,15 @@ def _step(bufs: list[Buffer], collective: str, group: Sequence[int], step: int) 
             bufs[d] = members[0]
     else:
         raise ValueError(f"unknown collective {collective!r}")
+
+
+def apply_numeric(bufs: Sequence[Buffer], collective: str, groups: Sequence[Sequence[int]],
+                  step: int = 1) -> list[Buffer]:
+    """One step of the buffer model on every group (others unchanged); raises :class:`NotExecutable`."""
+    out = list(bufs)
+    for g in groups:
+        _step(out, collective, g, step)
+    return out
 
 
 def execute(program: LoweredProgram, data: np.ndarray) -> list[Buffer]:
