@@ -136,8 +136,9 @@ def components(program: Program, st: Statement, order: int) -> list[Component]:
             for w in program.writers(acc.array):
                 if w.name == st.name:
                     cand = own_version
-                else:
-                    cand = tuple(lp.var for lp in _common_loops(st, w))
+                else:  # loops around both along which w rewrites the same element
+                    wout = {v for e in w.output.index for v in map(str, e.free_symbols)}
+                    cand = tuple(lp.var for lp in _common_loops(st, w) if lp.var not in wout)
                 vs += [v for v in cand if v not in used and v not in vs]
             version = tuple(v for v in st.vars if v in vs)
         comps.append(Component(st.name, order, acc.array, role, acc, dims, offs, res, version))

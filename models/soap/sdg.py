@@ -15,7 +15,7 @@ the work ``Σ_s ∏ |D|`` and the access terms whose sizes bound the dominator s
   arrays (section 5.5.1) when the array's self-edge is preserved (no other
   array of ``H`` feeds it), otherwise dropped (Definition 5.6);
 * input groups of one array whose sets overlap: a bounded-overlap union
-  (geometric mean of the parts, ≤ their max ≤ the union), except the
+  (arithmetic mean of the parts, ≤ their max ≤ the union), except the
   triangular pair of section 4.6.2 (``A[i,k]``, ``A[j,k]`` with ``j ≤ i``),
   which the thesis counts as two arrays.
 """
@@ -65,11 +65,11 @@ class Term:
                 return sp.Integer(1)
             if len(vs) == 1:
                 return D[vs[0]]
-            return sp.Mul(*[D[v] for v in vs]) ** sp.Rational(1, len(vs))  # ≤ max ≤ #values
+            return sp.Add(*[D[v] for v in vs]) / len(vs)  # mean ≤ max ≤ #distinct values
 
         if self.kind == "union":
             prods = [sp.Mul(*[side(d) for d in part]) for part in self.parts]
-            return sp.Mul(*prods) ** sp.Rational(1, len(prods))
+            return sp.expand(sp.Add(*prods) / len(prods))  # mean ≤ max ≤ |union|
         s = [side(d) for d in self.dims]
         t = list(self.t)
         if self.kind == "inout":
@@ -133,11 +133,20 @@ class Sdg:
         return tuple(v for v in self.vertices if v not in self.inputs)
 
     def connected_subsets(self, max_size: int = 4):
-        """Weakly connected sets of computed arrays (the subgraphs ``H``)."""
+        """Sets of computed arrays connected by dataflow or shared inputs (the subgraphs ``H``).
+
+        Fusing arrays that share no data cannot raise the intensity (the
+        fast memory is split between them), so other subsets are skipped.
+        """
         comp = self.computed
         adj = {v: set() for v in comp}
         for a, b in self.edges:
             if a in adj and b in adj and a != b:
+                adj[a].add(b)
+                adj[b].add(a)
+        reads = {v: {a for a, b in self.edges if b == v} for v in comp}
+        for a, b in itertools.combinations(comp, 2):
+            if reads[a] & reads[b]:  # shared inputs: fusing can reuse them (bicg)
                 adj[a].add(b)
                 adj[b].add(a)
         seen: set[frozenset] = set()
@@ -208,7 +217,9 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5) -> SubProblem:
 
     def try_unify(c: Component, o: Component) -> bool:
         """Identify c's variables with o's dimension by dimension (no clash within a statement)."""
-        if len(c.dims) != len(o.dims) or len(c.version) != len(o.version) or c.residues != o.residues:
+        if len(c.dims) != len(o.dims) or c.residues != o.residues:
+            return False
+        if len(c.version) != len(o.version) and not (c.stmt != o.stmt and not c.version):
             return False
         pairs = []
         for dc, do in zip(c.dims, o.dims):
@@ -220,7 +231,8 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5) -> SubProblem:
                 if dc[0][1] != do[0][1]:
                     return False
                 pairs.append((dc[0][0], do[0][0]))
-        pairs += list(zip(c.version, o.version))
+        if len(c.version) == len(o.version):
+            pairs += list(zip(c.version, o.version))
         trial = dict(uf.p)
         tuf = _UF([])
         tuf.p = trial
@@ -244,8 +256,9 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5) -> SubProblem:
         cands = [o for o in outs if o.array == c.array]
         cands.sort(key=lambda o: (o.stmt != c.stmt, o.order))
         for o in cands:
+            final = c.stmt != o.stmt and not c.version  # a later statement reads the last version
             if try_unify(c, o) and classes_of(c) == classes_of(o) and \
-                    tuple(uf.find(v) for v in c.version) == tuple(uf.find(v) for v in o.version):
+                    (final or tuple(uf.find(v) for v in c.version) == tuple(uf.find(v) for v in o.version)):
                 matched[i] = o
                 break
 
@@ -318,8 +331,12 @@ def _writer_of(c: Component, group) -> str:
     return outs[0].stmt
 
 
-def _box(group, dims_classes):
-    """Distinct box dimensions (by variables) and offset counts |t̂| over a group."""
+def _box(group, dims_classes, version=()):
+    """Distinct box dimensions (by variables) and offset counts |t̂| over a group.
+
+    ``version`` (input arrays rewritten by a loop outside ``H``) adds one box
+    dimension per version loop: each iteration reads another version.
+    """
     keyed: dict[tuple, list[int]] = {}
     for d, cls in enumerate(dims_classes):
         keyed.setdefault(cls, []).append(d)
@@ -328,6 +345,11 @@ def _box(group, dims_classes):
         offs = {tuple(sp.simplify(c.offsets[d]) for d in idx) for c in group}
         dims.append(cls)
         t.append(len(offs) - 1)
+    used = {v for cls in keyed for v in cls}
+    for v in dict.fromkeys(version):
+        if v not in used:
+            dims.append((v,))
+            t.append(0)
     return tuple(dims), tuple(t)
 
 
@@ -342,8 +364,11 @@ def _input_terms(arr, cs, classes_of, uf, prog: Program, sample_size: int, notes
                 break
         else:
             groups.append([c])
+    def vers(c):
+        return tuple(uf.find(v) for v in c.version)
+
     if len(groups) == 1:
-        dims, t = _box(groups[0], classes_of(groups[0][0]))
+        dims, t = _box(groups[0], classes_of(groups[0][0]), vers(groups[0][0]))
         return [Term(arr, "input", dims, t, label=str(groups[0][0].access))]
     # pairwise overlap (sampled), union-find over overlapping groups
     params = {p: sample_size for p in prog.params}
@@ -371,17 +396,17 @@ def _input_terms(arr, cs, classes_of, uf, prog: Program, sample_size: int, notes
     for ks in merged.values():
         if len(ks) == 1:
             g = groups[ks[0]]
-            dims, t = _box(g, classes_of(g[0]))
+            dims, t = _box(g, classes_of(g[0]), vers(g[0]))
             terms.append(Term(arr, "input", dims, t, label=str(g[0].access)))
             if len(groups) > 1:
                 notes.append(f"{g[0].stmt}: {arr} accesses {g[0].access} are disjoint from the other "
                              "accesses: a separate array (section 5.5.1)")
         else:
-            parts = tuple(_box(groups[k], classes_of(groups[k][0]))[0] for k in ks)
+            parts = tuple(_box(groups[k], classes_of(groups[k][0]), vers(groups[k][0]))[0] for k in ks)
             terms.append(Term(arr, "union", (), (), parts=parts,
                               label=" ∪ ".join(str(groups[k][0].access) for k in ks)))
             notes.append(f"{arr}: overlapping accesses {', '.join(str(groups[k][0].access) for k in ks)}: "
-                         "bounded overlap, |∪| ≥ geometric mean of the parts (section 5.5.3)")
+                         "bounded overlap, |∪| ≥ mean of the parts (section 5.5.3)")
     return terms
 
 

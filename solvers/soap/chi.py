@@ -89,8 +89,15 @@ class Intensity:
 
 # -- posynomial lower bounds of the access sizes -------------------------------
 
-def _side(vs: tuple[str, ...]) -> dict[str, Fraction]:
-    return {v: Fraction(1, len(vs)) for v in vs}
+def _sides(vs: tuple[str, ...]) -> list[tuple[Fraction, dict[str, Fraction]]]:
+    """A box side as monomials: one variable, or the mean of several (section 5.5.3)."""
+    if not vs:
+        return [(Fraction(1), {})]
+    return [(Fraction(1, len(vs)), {v: Fraction(1)}) for v in vs]
+
+
+def _mul(a, b):
+    return [(ca * cb, _add(ea, eb)) for ca, ea in a for cb, eb in b]
 
 
 def _add(a: dict, b: dict) -> dict:
@@ -102,35 +109,32 @@ def _add(a: dict, b: dict) -> dict:
 
 def _posynomial(term: Term) -> list[tuple[Fraction, dict[str, Fraction]]]:
     """Monomials ``c·∏ D^e`` whose sum is ≤ the term's size for all |D| ≥ t̂."""
+    def box(dims):
+        out = [(Fraction(1), {})]
+        for d in dims:
+            out = _mul(out, _sides(d))
+        return out
+
     if term.kind == "union":
-        parts = []
-        for part in term.parts:
-            e: dict = {}
-            for d in part:
-                e = _add(e, _side(d))
-            parts.append(e)
-        tot: dict = {}
-        for e in parts:
-            tot = _add(tot, {k: v / len(parts) for k, v in e.items()})
-        return [(Fraction(1), tot)]
-    sides = [_side(d) for d in term.dims]
+        return [(c / len(term.parts), e) for part in term.parts for c, e in box(part)]
+    sides = [_sides(d) for d in term.dims]
     t = list(term.t)
     if term.kind == "inout":
-        sides.append({v: Fraction(1) for v in term.version})
+        sides.append([(Fraction(1), {v: Fraction(1) for v in term.version})])
         t.append(term.t_version)
         act = [i for i, ti in enumerate(t) if ti > 0]
         out = []
         for i in act:   # ∏s - ∏(s-t) ≥ t_i ∏_{k≠i} s_k for every i, so ≥ their mean
-            e: dict = {}
+            mon = [(Fraction(t[i], len(act)), {})]
             for k, sd in enumerate(sides):
                 if k != i:
-                    e = _add(e, sd)
-            out.append((Fraction(t[i], len(act)), e))
+                    mon = _mul(mon, sd)
+            out += mon
         return out
-    e = {}
+    out = [(Fraction(1), {})]
     for sd in sides:
-        e = _add(e, sd)
-    return [(Fraction(1), e)]   # Lemma 5.3: ≥ ∏ s
+        out = _mul(out, sd)
+    return out   # Lemma 5.3: ≥ ∏ s
 
 
 def relaxation(problem: SubProblem):
@@ -161,6 +165,33 @@ def relaxation(problem: SubProblem):
                     ** sp.Rational(wj.numerator, wj.denominator)
         out.append((sp.nsimplify(C), W, dict(zip(classes, x))))
     return out
+
+
+def linear_domination(problem: SubProblem):
+    """``z`` with χ(X) ≤ z·X, from assigning each work monomial to an access monomial ≥ it.
+
+    If every exponent of an access monomial ``c_j n_j`` is ≥ that of a work
+    monomial ``m_s`` then ``m_s ≤ n_j`` for all |D| ≥ 1; assigning each ``m_s``
+    to such a ``j`` gives ``Σ m_s ≤ max_j (load_j / c_j) · Σ c_j n_j ≤ z·X``.
+    Tighter than the AM-GM sum when several statements share the work
+    (``None`` when some work monomial is dominated by no access monomial).
+    """
+    monos: dict[tuple, Fraction] = {}
+    for term in problem.terms:
+        for c, e in _posynomial(term):
+            key = tuple(sorted((k, v) for k, v in e.items() if v != 0))
+            monos[key] = monos.get(key, Fraction(0)) + c
+    load: dict[tuple, Fraction] = {k: Fraction(0) for k in monos}
+    works = sorted((tuple(sorted((v, Fraction(cls.count(v))) for v in set(cls))) for _, cls in problem.work),
+                   key=lambda w: -sum(e for _, e in w))
+    for w in works:
+        a = dict(w)
+        cands = [k for k in monos if all(dict(k).get(v, 0) >= e for v, e in a.items())]
+        if not cands:
+            return None
+        best = min(cands, key=lambda k: (load[k] + 1) / monos[k])
+        load[best] += 1
+    return max(load[k] / monos[k] for k in monos)
 
 
 # -- KKT ------------------------------------------------------------------------
@@ -326,7 +357,7 @@ def intensity(problem: SubProblem, *, budget_s: float = 0.5) -> Intensity:
     guess = {c for c, v in dom[2].items() if v == 0}
     t0 = time.perf_counter()
     sol = closed_form(problem, relax)
-    if sol is None and len(problem.classes) <= 4 and budget_s > 0:
+    if sol is None and len(problem.work) == 1 and len(problem.classes) <= 4 and budget_s > 0:
         sol = kkt(problem, budget_s=budget_s, guess=guess)
     notes: list[str] = []
     if sol is not None:
@@ -353,6 +384,12 @@ def intensity(problem: SubProblem, *, budget_s: float = 0.5) -> Intensity:
     else:
         X0 = sp.oo
         rho = sp.limit(chi_relax / (X - S), X, sp.oo)
+    z = linear_domination(problem) if len(problem.work) > 1 else None
+    if z is not None:
+        zr = sp.Rational(z.numerator, z.denominator)
+        if all(float(zr) <= float(rho.subs(S, sv)) for sv in (16.0, 2.0 ** 10, 2.0 ** 20, 2.0 ** 40)):
+            chi_relax, X0, rho = zr * X, sp.oo, zr
+            notes.append("χ(X) ≤ z·X by dominating each statement's work with one access term")
     notes.append("KKT not solved symbolically: certified AM-GM relaxation (valid, possibly weaker)")
     return Intensity(problem, "relaxation", chi_relax, X0, rho, {}, {}, W, tuple(notes))
 
@@ -385,39 +422,54 @@ def _argmin(chi: sp.Expr, *, budget_s: float):
     return min(good, key=lambda r: float((chi / (X - S)).subs(X, r).subs(S, 1e6)))
 
 
-def numeric_tiles(problem: SubProblem, s: float, *, starts: int = 24, caps: dict | None = None):
-    """Real tiles maximizing P(D)/(Σ|A|(D) - S) at memory ``s`` (a local search, not certified)."""
+def numeric_tiles(problem: SubProblem, budget: float, *, starts: int = 4, caps: dict | None = None,
+                  lower: dict | None = None):
+    """Real tiles with the most work subject to Σ|A|(D) ≤ budget (a local search, not certified)."""
     classes = list(problem.classes)
     Dsym = [problem.symbols[c] for c in classes]
     Pf = sp.lambdify([Dsym], problem.work_expr(), "numpy")
     Ff = sp.lambdify([Dsym], problem.access_expr(), "numpy")
+    lo = np.array([math.log(lower[c]) if lower and c in lower else 0.0 for c in classes])
     hi = np.array([math.log(caps[c]) if caps and c in caps else 40.0 for c in classes])
+    if float(Ff(np.exp(lo))) > budget:
+        return None, 0.0
 
-    def score(y):
-        d = np.exp(np.clip(y, 0, hi))
-        f = Ff(d) - s
-        return -math.inf if f <= 0 else float(Pf(d) / f)
+    def project(y):
+        """Scale y (from the lower corner) back onto Σ|A| ≤ budget."""
+        y = np.clip(y, lo, hi)
+        if float(Ff(np.exp(y))) <= budget:
+            return y
+        a, b = 0.0, 1.0
+        for _ in range(32):
+            mid = (a + b) / 2
+            if float(Ff(np.exp(lo + mid * (y - lo)))) <= budget:
+                a = mid
+            else:
+                b = mid
+        return lo + a * (y - lo)
 
     rng = np.random.default_rng(1)
     best_y, best = None, -math.inf
-    for k in range(starts):
-        y = rng.random(len(classes)) * (math.log(max(s, 2.0)) * (0.25 + k / starts))
-        y = np.minimum(y, hi)
-        cur = score(y)
+    n = len(classes)
+    for _ in range(starts):
+        y = project(lo + rng.random(n) * (hi - lo))
+        cur = float(Pf(np.exp(y)))
         step = 1.0
-        while step > 1e-7:
+        while step > 1e-3:
             improved = False
-            for i in range(len(classes)):
-                for sgn in (1, -1):
-                    z = y.copy()
-                    z[i] = min(max(z[i] + sgn * step, 0.0), hi[i])
-                    v = score(z)
-                    if v > cur:
-                        y, cur, improved = z, v, True
+            for i in range(n):
+                for j in range(n):
+                    for sgn in (1.0, -1.0):
+                        z = y.copy()
+                        z[i] += sgn * step
+                        if j != i:
+                            z[j] -= sgn * step
+                        z = project(z)
+                        v = float(Pf(np.exp(z)))
+                        if v > cur * (1 + 1e-12):
+                            y, cur, improved = z, v, True
             if not improved:
                 step /= 2
         if cur > best:
             best, best_y = cur, y
-    if best_y is None or best == -math.inf:
-        return None, 0.0
-    return {c: float(math.exp(v)) for c, v in zip(classes, np.clip(best_y, 0, hi))}, best
+    return {c: float(math.exp(v)) for c, v in zip(classes, best_y)}, best
