@@ -27,14 +27,16 @@ MAX_RANK = 3
 # a state: tuple over dimensions of (local size, axes as a tuple of axis indices, minor first)
 
 
-def exhaustive_optimum(mesh: Mesh, src: DistType, dst: DistType) -> int:
+def exhaustive_optimum(mesh: Mesh, src: DistType, dst: DistType, *, max_devices: int = MAX_DEVICES,
+                       max_rank: int = MAX_RANK) -> int:
     """Minimal Fig. 11 cost (elements per device) of any concrete sequence ``src →* dst``.
 
-    ``mesh`` must be the prime mesh and ``src``/``dst`` types over it.
+    ``mesh`` must be the prime mesh and ``src``/``dst`` types over it.  The limits
+    can be raised for few axes (e.g. 3 axes of size 2 and 6 dimensions stay small).
     """
-    if mesh.num_devices > MAX_DEVICES or src.rank > MAX_RANK:
-        raise ModelError(f"the exhaustive reference handles at most {MAX_DEVICES} devices and "
-                         f"{MAX_RANK} dimensions")
+    if mesh.num_devices > max_devices or src.rank > max_rank:
+        raise ModelError(f"the exhaustive reference handles at most {max_devices} devices and "
+                         f"{max_rank} dimensions")
     idx = {a: k for k, a in enumerate(mesh.names)}
 
     def enc(t: DistType):

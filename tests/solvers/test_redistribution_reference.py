@@ -81,3 +81,19 @@ def test_larger_meshes_stay_within_bound(mesh):
         pr = random_problem(rng, m, max_rank=6)
         p = plan_redistribution(pr.mesh, pr.src, pr.dst)
         assert p.height <= p.bound
+
+
+def test_six_dimensional_problems_on_a_2x2x2_mesh_against_the_reference():
+    """The benchmark's shape (3 axes, up to 6-D) on 8 devices, where the reference stays small."""
+    rng = random.Random(99)
+    mesh = parse_mesh("x=2,y=2,z=2")
+    at_opt = 0
+    for _ in range(80):
+        pr = random_problem(rng, mesh, max_rank=6, p_replicated=1 / 3)
+        p = plan_redistribution(pr.mesh, pr.src, pr.dst)
+        opt = exhaustive_optimum(p.mesh, p.src, p.dst, max_rank=6)
+        assert p.height <= p.bound
+        assert p.weak_cost <= opt
+        assert p.cost <= opt + p.dst.localsize
+        at_opt += p.cost <= opt
+    assert at_opt >= 70
