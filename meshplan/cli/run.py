@@ -30,7 +30,14 @@ def register(sub) -> None:
             "slowest rank), the bytes each rank handed to MPI and the simulator's bytes. Exit 1 when "
             "a program is not verified."),
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("schedule", help="a schedule written by `meshplan solve placement --export FILE`")
+    p.add_argument("schedule", metavar="FILE",
+                   help="a schedule written by `meshplan solve placement --export FILE`, or a reduction program "
+                        "in the text format of docs/check.md together with --system/--axes/--reduce[/--matrix]")
+    p.add_argument("--system", default=None, help="text program only: the system (preset, file or node=2,gpu=4)")
+    p.add_argument("--axes", default=None, help="text program only: parallelism axis sizes, e.g. 4,4")
+    p.add_argument("--reduce", default=None, help="text program only: reduction axes, e.g. 1")
+    p.add_argument("--matrix", default=None, help="text program only: the parallelism matrix, e.g. "
+                                                  "'[[1,1,2,2],[1,2,1,2]]' (needed when several exist)")
     p.add_argument("--np", type=int, default=None,
                    help="MPI ranks (default and only accepted value: the system's device count)")
     p.add_argument("--bytes", default="1MiB", help="buffer per rank (default 1MiB; the schedule's size is for "
@@ -86,9 +93,8 @@ def _sim(system, lowered, nbytes: int, k: int, algo: str):
 def run(args) -> int:
     from meshplan.exec.reduction import ProgramSpec, model_handed_bytes, run_programs
     from meshplan.models.reduction.checker import replay
-    from meshplan.schedule import load_schedule
 
-    sched = load_schedule(args.schedule)
+    sched = _load(args)
     n = sched.system.num_devices
     np_ = n if args.np is None else args.np
     if np_ != n:
@@ -137,11 +143,68 @@ def run(args) -> int:
     return 1 if failed else 0
 
 
+def _load(args):
+    """The schedule file, or a one-program schedule built from a text program and its placement."""
+    from pathlib import Path
+
+    from meshplan.schedule import load_schedule
+
+    path = Path(args.schedule)
+    text_flags = [f for f in ("system", "axes", "reduce", "matrix") if getattr(args, f) is not None]
+    if not path.is_file():
+        raise ModelError(f"file {args.schedule!r} not found")
+    head = path.read_text(errors="replace")[:200].lstrip()
+    if path.suffix.lower() == ".json" or head.startswith("{"):
+        if text_flags:
+            raise ModelError(f"--{text_flags[0]} is for text programs; a schedule file carries its own system "
+                             "and placements")
+        return load_schedule(path)
+    return _text_schedule(args, path)
+
+
+def _text_schedule(args, path):
+    import json
+
+    from meshplan.models.placement import ParallelismMatrix, check_axes
+    from meshplan.models.reduction.hierarchy import synthesis_hierarchy
+    from meshplan.models.reduction.program_text import parse_program, resolve
+    from meshplan.models.system import System
+    from meshplan.schedule import Schedule, ScheduledPlacement, ScheduledProgram
+    from meshplan.solvers.placement import enumerate_placements
+
+    missing = [f for f in ("system", "axes", "reduce") if getattr(args, f) is None]
+    if missing:
+        raise ModelError(f"a text program needs {', '.join('--' + m for m in missing)} (the system and placement "
+                         "it runs on)")
+    program = parse_program(path.read_text(), source=str(path))
+    system = System.parse(args.system)
+    axes = check_axes(system, parse_int_list(args.axes, "--axes"))
+    reduce = parse_int_list(args.reduce, "--reduce")
+    if args.matrix is not None:
+        try:
+            rows = json.loads(args.matrix)
+        except json.JSONDecodeError as err:
+            raise ModelError(f"--matrix must be a list of rows like '[[2,2],[2,8]]', got {args.matrix!r}") from err
+        matrix = ParallelismMatrix.of(system, rows, axes)
+    else:
+        cands = enumerate_placements(system, axes)
+        if len(cands) != 1:
+            raise ModelError(f"{len(cands)} parallelism matrices place axes {list(axes)} on {system}; choose one "
+                             f"with --matrix, e.g. '{cands[0]}'")
+        matrix = cands[0]
+    lowered = resolve(program, synthesis_hierarchy(matrix, reduce))
+    text = "; ".join(str(i) for i in program.items)
+    pl = ScheduledPlacement(0, matrix, tuple(matrix.reduction_groups(reduce)),
+                            (ScheduledProgram(0, text, None, lowered, None),))
+    return Schedule(system, tuple(axes), tuple(reduce), 2**30, "ring", (pl,))
+
+
 def _steps_text(lowered) -> str:
     return " ; ".join(f"{s.collective}{[list(g) for g in s.groups]}" for s in lowered.steps)
 
 
 def _table(sched, rows, np_: int, buffer_bytes: int, args) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     con = console()
@@ -156,14 +219,14 @@ def _table(sched, rows, np_: int, buffer_bytes: int, args) -> None:
         steps = " ".join(format_seconds(s["time_s"]["median"]) for s in x["steps"]
                          if s["time_s"]["median"] is not None)
         sb = x["sim_bytes_per_rank"]
-        t.add_row(str(x["placement"]), str(x["program"]), _short(x["text"]), ok,
+        t.add_row(str(x["placement"]), str(x["program"]), escape(_short(x["text"])), ok,
                   format_seconds(med) if med is not None else "-", format_seconds(mn) if mn is not None else "-",
                   steps, format_bytes(max(x["bytes_per_rank"])), format_bytes(max(sb)) if sb else "-")
     con.print(t)
     failed = [x for x in rows if not x["verified"]]
     for x in failed:
-        con.print(f"[red]placement {x['placement']} program {x['program']}[/red]: {x['reason']}; "
-                  f"checker: {x['checker']}")
+        con.print(f"[red]placement {x['placement']} program {x['program']}[/red]: "
+                  + escape(f"{x['reason']}; checker: {x['checker']}"))
     con.print(f"{len(rows) - len(failed)} of {len(rows)} programs verified"
               + ("" if not failed else f", {len(failed)} failed"))
 
