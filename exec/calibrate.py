@@ -14,7 +14,9 @@ ranks whose coordinates first differ at level ``j``:
   per rank.
 
 The system file gets one ``switch`` interconnect per level (one port per
-device, docs/simulator.md) with the *loaded* bandwidth and latency, and a
+device, docs/simulator.md) whose latency and bandwidth are *fitted* so that the
+simulator reproduces the measured collectives of that level (least squares on
+relative errors; the loaded point-to-point values when no fit exists), and a
 ``calibration`` section with every measurement next to what the simulator
 predicts from the calibrated file.  On one machine every level is shared
 memory; the levels are still measured separately (docs/calibrate.md).
@@ -91,8 +93,9 @@ def calibrate(shape: System, *, nbytes: int = 1 << 20, iters: int = 5, timeout_s
         if m is None:  # a level of size 1 carries no messages; keep a placeholder link
             link = Interconnect("switch", 1e9, 1e-6, name="calibrated")
         else:
-            link = Interconnect("switch", max(m["loaded"]["bandwidth"], 1.0), max(m["loaded"]["latency"], 0.0),
-                                name="calibrated")
+            m["fit"] = _fit_level(shape, j, m, nbytes)
+            use = m["fit"] if m["fit"]["ok"] else m["loaded"]
+            link = Interconnect("switch", max(use["bandwidth"], 1.0), max(use["latency"], 0.0), name="calibrated")
         new_levels.append(Level(lv.name, lv.size, (link,)))
     system = System(tuple(new_levels), name=f"calibrated-{shape.short()}",
                     description=f"measured by meshplan calibrate on {n} MPI ranks, {nbytes} bytes per message")
@@ -105,10 +108,47 @@ def calibrate(shape: System, *, nbytes: int = 1 << 20, iters: int = 5, timeout_s
                                 "group_size": len(groups[0]), "bytes": nbytes, "measured_s": c["time_s"],
                                 "simulated_s": sim})
     calib = {"ranks": n, "bytes": nbytes, "iters": iters,
-             "levels": [{"level": shape.levels[m["level"]].name, "idle": m["idle"], "loaded": m["loaded"]}
-                        for m in raw["levels"]],
+             "levels": [{"level": shape.levels[m["level"]].name, "idle": m["idle"], "loaded": m["loaded"],
+                         "fit": m["fit"]} for m in raw["levels"]],
              "collectives": collectives}
     return {"system": system, "calibration": calib}
+
+
+def _fit_level(shape: System, j: int, m: dict, nbytes: int) -> dict[str, Any]:
+    """Latency and bandwidth of level ``j`` that make the simulator reproduce the measured collectives.
+
+    For one collective over groups varying level ``j`` the simulator's time is
+    ``a / bandwidth + b × latency`` (``a`` = bytes on the busiest port, ``b`` =
+    rounds); fit both, non-negative, by least squares on relative errors over the
+    five collectives.  ``ok`` is false (and the loaded point-to-point values are
+    used) when no positive bandwidth fits."""
+    groups = tuple(tuple(g) for g in level_groups(shape.sizes, j))
+
+    def unit(bw: float, lat: float) -> System:
+        return System(tuple(Level(lv.name, lv.size, (Interconnect("switch", bw, lat),)) for lv in shape.levels))
+
+    bytes_sys, round_sys = unit(1.0, 0.0), unit(1e30, 1.0)
+    rows, t = [], []
+    for c in m["collectives"]:
+        rows.append((_simulated(bytes_sys, c["collective"], groups, nbytes),
+                     _simulated(round_sys, c["collective"], groups, nbytes)))
+        t.append(c["time_s"])
+    A = np.array(rows) / np.array(t)[:, None]
+    y = np.ones(len(t))
+    best = None
+    for cols in ((0, 1), (0,)):
+        x, *_ = np.linalg.lstsq(A[:, cols], y, rcond=None)
+        if np.all(x >= 0) and x[0] > 0:
+            full = np.zeros(2)
+            full[list(cols)] = x
+            err = float(np.sum((A @ full - y) ** 2))
+            if best is None or err < best[1]:
+                best = (full, err)
+    if best is None:
+        return {"ok": False, "latency": None, "bandwidth": None, "rms_relative_error": None}
+    x, err = best
+    return {"ok": True, "latency": float(x[1]), "bandwidth": float(1 / x[0]),
+            "rms_relative_error": float(np.sqrt(err / len(t)))}
 
 
 def _simulated(system: System, collective: str, groups, nbytes: int) -> float:

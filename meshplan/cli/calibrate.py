@@ -80,12 +80,18 @@ def _table(doc, args) -> None:
     cal = doc["calibration"]
     con.print(f"[bold]calibration[/bold] on {cal['ranks']} ranks, {format_bytes(cal['bytes'])} messages, "
               f"{cal['iters']} repetitions (median)")
-    t = Table(title="point to point (loaded = every rank exchanging at once; written to the file)")
-    for col in ("level", "latency idle", "bandwidth idle", "latency loaded", "bandwidth loaded"):
+    t = Table(title="per level: point to point (loaded = every rank exchanging at once) and the fit to the "
+                    "collectives (written to the file)")
+    for col in ("level", "latency idle", "bandwidth idle", "latency loaded", "bandwidth loaded", "latency fit",
+                "bandwidth fit", "fit error"):
         t.add_column(col, justify="left" if col == "level" else "right")
     for lv in cal["levels"]:
+        fit = lv["fit"]
         t.add_row(lv["level"], format_seconds(lv["idle"]["latency"]), f"{lv['idle']['bandwidth'] / 1e9:.2f} GB/s",
-                  format_seconds(lv["loaded"]["latency"]), f"{lv['loaded']['bandwidth'] / 1e9:.2f} GB/s")
+                  format_seconds(lv["loaded"]["latency"]), f"{lv['loaded']['bandwidth'] / 1e9:.2f} GB/s",
+                  format_seconds(fit["latency"]) if fit["ok"] else "-",
+                  f"{fit['bandwidth'] / 1e9:.2f} GB/s" if fit["ok"] else "-",
+                  f"{fit['rms_relative_error']:.0%}" if fit["ok"] else "no fit")
     con.print(t)
     t = Table(title="collectives over the groups that vary one level (all groups at once)")
     for col in ("level", "collective", "group", "measured", "simulated", "ratio"):
