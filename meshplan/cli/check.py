@@ -82,35 +82,12 @@ class CheckResult:
         return self.verdict.valid
 
 
-def referees_agree(verdict, numeric_correct: bool, proof_status: str | None) -> tuple[bool, str]:
-    """The agreement relation of docs/check.md ("three referees").
-
-    * z3 and numpy must give the same answer (both run the buffer model);
-    * replay valid ⇒ numbers right; replay short at the end (all premises held) ⇒ numbers wrong;
-    * a rule failure on a program whose numbers are right is allowed only for R-BROADCAST, whose
-      premises (information increase) are an optimization, not a correctness condition (P2 §3.2).
-    """
-    if proof_status is not None and proof_status != "unknown" and (proof_status == "proved") != numeric_correct:
-        return False, "z3 and numpy disagree"
-    if verdict.valid:
-        return (True, "") if numeric_correct else (False, "the rules accept a program whose numbers are wrong")
-    if verdict.failure is None:
-        return (True, "") if not numeric_correct else (False, "the rules' final state falls short but the "
-                                                             "numbers are right")
-    if not numeric_correct:
-        return True, ""
-    if verdict.failure.rule == "R-BROADCAST":
-        return True, ("the numbers are right for every input: only Broadcast's information-increase premise "
-                      "fails, an optimization of P2 Figure 8 (docs/check.md); the program is still invalid")
-    return False, (f"the numbers are right for every input although the {verdict.failure.rule} premise "
-                   f"“{verdict.failure.premise}” fails")
-
-
 def check_lowered(system, lowered, reduction_groups: Sequence[Sequence[int]], *, bytes_per_device: int,
                   algo: str, proof: bool = True) -> CheckResult:
     from meshplan.models.reduction.checker import chunks_for, first_crossing, replay
     from meshplan.models.reduction.numeric import run_numeric
     from meshplan.models.simulator import simulate
+    from meshplan.solvers.proof import referees_agree
 
     k = chunks_for(reduction_groups)
     verdict = replay(lowered, reduction_groups, k)
