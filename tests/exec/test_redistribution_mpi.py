@@ -51,7 +51,8 @@ def test_paper_examples_run_and_the_checker_catches_faults():
     for mesh, src, dst in [("x=8", "[1{x}8,8]", "[8,1{x}8]"),
                            ("x=4,y=2", "[16{y}32,16,16{x}64]", "[32,2{x,y}16,64]"),
                            ("x=2,y=4", "[2{y,x}16]", "[4{y}16]"),
-                           ("x=2,y=2,z=2", "[4{x,y}16,8{z}16]", "[8{z}16,4{y,x}16]")]:
+                           ("x=2,y=2,z=2", "[4{x,y}16,8{z}16]", "[8{z}16,4{y,x}16]"),
+                           ("x=8", "[2{x}16]", "[2{x}16]")]:  # the empty program
         m, s, d = parse_mesh(mesh), parse_type(src), parse_type(dst)
         jobs.append({"search": plan_redistribution(m, s, d), "baseline": baseline_plan(m, s, d)})
     ok = run_plans(jobs, np=8, repeats=1)
