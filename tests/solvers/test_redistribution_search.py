@@ -108,3 +108,26 @@ def test_over_partitioning_is_allowed_and_bounded():
 def test_bad_problems(src, dst, msg):
     with pytest.raises(ModelError, match=msg):
         plan("x=4,y=4", src, dst)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from meshplan.models.redistribution.sample import random_mesh, random_problem  # noqa: E402
+from meshplan.solvers.redistribution.baseline import baseline_plan  # noqa: E402
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 2**32))
+def test_plans_on_larger_meshes_respect_the_bound_and_replay(seed):
+    """Up to 64 devices and 5 dimensions: every plan replays (checked inside make_plan), stays within
+    the height bound, has at most one permutation, and costs at most the baseline plus
+    localsize(dst) (Theorem 6.7, the baseline being one concrete sequence)."""
+    import random
+
+    rng = random.Random(seed)
+    pr = random_problem(rng, random_mesh(rng, max_devices=64, sizes=(2, 3, 4, 6, 8, 9)), max_rank=5)
+    p = plan_redistribution(pr.mesh, pr.src, pr.dst)
+    b = baseline_plan(pr.mesh, pr.src, pr.dst)
+    assert p.height <= p.bound
+    assert sum(s.step.op == "allpermute" for s in p.steps) <= 1
+    assert p.cost <= b.cost + p.dst.localsize
