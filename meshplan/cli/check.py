@@ -287,6 +287,7 @@ def _run_text(args, path: Path, text: str) -> int:
                          "placement it runs on)")
     if args.placement is not None or args.program is not None:
         raise ModelError("--placement and --program select programs of a schedule file, not of a text program")
+    nbytes = parse_bytes(args.bytes or "1GiB")
     program = parse_program(text, source=str(path))
     system = System.parse(args.system)
     axes = parse_int_list(args.axes, "--axes")
@@ -298,7 +299,6 @@ def _run_text(args, path: Path, text: str) -> int:
     h = synthesis_hierarchy(matrix, reduce)
     lowered = resolve(program, h)
     groups = matrix.reduction_groups(reduce)
-    nbytes = parse_bytes(args.bytes or "1GiB")
     algo = args.algo or "ring"
     res = check_lowered(system, lowered, groups, bytes_per_device=nbytes, algo=algo, proof=not args.no_proof)
     if args.json:
