@@ -139,11 +139,15 @@ def run_program(comm, actions: list[_Action], tile: np.ndarray, *, check: bool =
             live = tile.nbytes + recv.nbytes + (0 if new.base is recv else new.nbytes)
             del recv
         elif act.kind == "alltoall":
-            send = np.ascontiguousarray(np.stack(np.split(tile, act.n, axis=act.split)))
+            if act.split == 0:  # pieces along dimension 0 are contiguous: no copy
+                send = tile.reshape((act.n, tile.shape[0] // act.n) + tile.shape[1:])
+            else:
+                send = np.ascontiguousarray(np.stack(np.split(tile, act.n, axis=act.split)))
             recv = np.empty_like(send)
             act.sub.Alltoall(send, recv)
             new = _join(recv, act.dim)
-            live = tile.nbytes + send.nbytes + recv.nbytes + (0 if new.base is recv else new.nbytes)
+            live = (tile.nbytes + (0 if send.base is tile else send.nbytes) + recv.nbytes
+                    + (0 if new.base is recv else new.nbytes))
             del send, recv
         elif act.kind == "dynslice":
             sl = [slice(None)] * tile.ndim
