@@ -197,7 +197,8 @@ def lower(mesh: Mesh, coords0: np.ndarray, src: DistType, dst: DistType, wsteps:
 def lower_best(mesh: Mesh, coords0: np.ndarray, src: DistType, dst: DistType,
                paths: tuple[tuple[WeakStep, ...], ...], opts: LoweringOptions = LoweringOptions()
                ) -> tuple[Step, ...]:
-    """Lower each of several equally short weak paths; keep the cheapest result (fewest steps on ties)."""
+    """Lower each of several equally cheap weak paths; keep the result with the cheapest permutation
+    (then fewest steps, then fewest devices moved)."""
     best = None
     for wsteps in paths:
         ops = lower(mesh, coords0, src, dst, wsteps, opts)
