@@ -40,7 +40,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from meshplan.exec.launch import MAX_TEST_RANKS, run_mpi_json  # noqa: F401  (re-exported for callers)
+from meshplan.exec.launch import run_mpi_json
 from meshplan.models.errors import ModelError
 from meshplan.models.reduction.lowering import LoweredProgram, LoweredStep
 from meshplan.models.reduction.semantics import RuleViolation, apply_step
@@ -241,8 +241,14 @@ class ProgramRun:
 
 
 def run_programs(specs: Sequence[ProgramSpec], *, np_: int, nbytes: int, repeats: int = 5,
-                 dtype: str = "int64", seed: int = 0, timeout_s: float = 300.0) -> list[ProgramRun]:
-    """Run every program in one ``mpiexec -n np_`` job; one :class:`ProgramRun` per spec, in order."""
+                 dtype: str = "int64", seed: int = 0, timeout_s: float = 300.0,
+                 fault: dict | None = None) -> list[ProgramRun]:
+    """Run every program in one ``mpiexec -n np_`` job; one :class:`ProgramRun` per spec, in order.
+
+    A rank that fails aborts the job and a job that outlives ``timeout_s`` is
+    killed; both raise :class:`~meshplan.exec.launch.MpiRunError`.  ``fault``
+    (``{"rank": r, "kind": "raise"|"hang"}``) is a test hook that makes one rank
+    fail or hang while the others wait in MPI."""
     if not specs:
         return []
     if repeats < 1:
@@ -254,7 +260,7 @@ def run_programs(specs: Sequence[ProgramSpec], *, np_: int, nbytes: int, repeats
             raise ModelError(f"program {s.name} is for {s.program.num_devices} devices; run it with --np "
                              f"{s.program.num_devices} (one MPI rank per device)")
     job = {"dtype": dtype, "bytes": int(nbytes), "repeats": int(repeats), "seed": int(seed),
-           "programs": [s.to_json() for s in specs]}
+           "programs": [s.to_json() for s in specs], "fault": fault}
     fd, path = tempfile.mkstemp(prefix="meshplan-run-", suffix=".json")
     try:
         with os.fdopen(fd, "w") as fh:

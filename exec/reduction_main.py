@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -230,6 +231,11 @@ def main(argv: list[str] | None = None) -> None:
         nbytes, repeats = int(job["bytes"]), int(job.get("repeats", 5))
         data = _Data(int(job.get("seed", 0)), job.get("dtype", "int64"))
         comms = Comms(comm, ByteCounter())
+        fault = job.get("fault")  # test hook: one rank fails or hangs while the others enter MPI
+        if fault and comm.Get_rank() == int(fault["rank"]):
+            if fault.get("kind") == "hang":
+                time.sleep(3600)
+            raise RuntimeError("injected failure (test hook)")
         results = [run_one(comm, comms, data, spec, nbytes, repeats) for spec in job["programs"]]
         comms.free()
         if comm.Get_rank() == 0:

@@ -58,7 +58,10 @@ def run(args) -> int:
     nbytes = parse_bytes(args.bytes)
     if nbytes < 64:
         raise ModelError(f"--bytes must be at least 64, got {nbytes}")
-    res = calibrate(shape, nbytes=nbytes, iters=args.iters, timeout_s=args.timeout)
+    from meshplan.cli.run import status
+
+    with status(not args.json, f"measuring on {args.np} MPI ranks"):
+        res = calibrate(shape, nbytes=nbytes, iters=args.iters, timeout_s=args.timeout)
     doc = res["system"].to_dict()
     doc["calibration"] = res["calibration"]
     if args.output:

@@ -8,7 +8,7 @@ from meshplan.cli.common import add_common_flags, console, parse_int_list, print
 from meshplan.models.errors import ModelError
 from meshplan.models.units import format_bytes, format_seconds, parse_bytes
 
-__all__ = ["register", "select_programs"]
+__all__ = ["register", "select_programs", "status"]
 
 EXAMPLES = """\
 examples:
@@ -105,8 +105,9 @@ def run(args) -> int:
     nbytes = parse_bytes(args.bytes)
     chosen = select_programs(sched, args.placement, args.program)
     specs = [ProgramSpec(f"{pl.id}.{pr.id}", pr.lowered, pl.reduction_groups) for pl, pr in chosen]
-    runs = run_programs(specs, np_=np_, nbytes=nbytes, repeats=args.repeat, dtype=args.dtype,
-                        timeout_s=args.timeout)
+    with status(not args.json, f"running {len(specs)} programs on {np_} MPI ranks"):
+        runs = run_programs(specs, np_=np_, nbytes=nbytes, repeats=args.repeat, dtype=args.dtype,
+                            timeout_s=args.timeout)
     rows = []
     for (pl, pr), r in zip(chosen, runs):
         k = len(pl.reduction_groups[0])
@@ -141,6 +142,18 @@ def run(args) -> int:
     else:
         _table(sched, rows, np_, runs[0].buffer_bytes, args)
     return 1 if failed else 0
+
+
+def status(show: bool, text: str):
+    """A spinner on stderr while MPI runs, only on a terminal (DESIGN.md: long work shows progress)."""
+    import contextlib
+    import sys
+
+    if not (show and sys.stderr.isatty()):
+        return contextlib.nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status(text)
 
 
 def _load(args):

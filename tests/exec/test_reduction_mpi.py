@@ -126,3 +126,14 @@ def test_example_programs_of_figures_3_and_4_on_mpi():
         if not want:  # MPI ran them (equal chunk counts everywhere), the numbers are wrong
             assert r.executable and r.reason, s.name
     assert "differs from the numpy sum" in runs[list(EXAMPLES).index("double_count")].reason
+
+
+@pytest.mark.parametrize("kind,msg", [("raise", "injected failure"), ("hang", "timed out")])
+def test_a_failing_or_hanging_rank_ends_the_whole_job_with_one_error(kind, msg):
+    from meshplan.exec.launch import MpiRunError
+
+    g = ((0, 1, 2, 3),)
+    spec = ProgramSpec("ar", LoweredProgram((LoweredStep("AllReduce", g),), 4), g)
+    with pytest.raises(MpiRunError, match=msg):
+        run_programs([spec], np_=4, nbytes=1024, repeats=1, timeout_s=8 if kind == "hang" else 60,
+                     fault={"rank": 2, "kind": kind})
