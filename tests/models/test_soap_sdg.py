@@ -1,0 +1,147 @@
+"""SOAP conditions, projections (section 5.5) and subgraph statements (Definition 5.6)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from meshplan.models.soap import Term, build_sdg, check_conditions, parse_file, parse_source, subgraph_problem
+
+EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
+
+
+def _single(name):
+    (p,) = parse_file(str(EX / f"{name}.py"))
+    g = build_sdg(p)
+    return p, g
+
+
+def test_example_5_1_stencil_is_soap_with_the_thesis_offsets():
+    p, g = _single("stencil_5_1")
+    statuses = {f.condition: f.status for f in check_conditions(p)}
+    assert statuses["5"] == "ok" and statuses["6"] == "ok" and statuses["7"] == "ok"
+    prob = subgraph_problem(g, ("A",))
+    terms = {t.array: t for t in prob.terms}
+    # A: accessed as [i,t+1] (out), [i-1,t], [i,t], [i+1,t]: offset sets {-1,1} in i, {1} in t
+    assert terms["A"].kind == "inout" and dict(zip(terms["A"].dims, terms["A"].t)) == {("i",): 2, ("t",): 1}
+    assert terms["B"].kind == "input" and terms["B"].dims == (("i",),)
+    D = prob.symbols
+    I, T = D["i"], D["t"]
+    # Corollary 5.1: |A| >= IT - (I-2)(T-1); B: I
+    assert sp.expand(prob.access_expr() - (I * T - (I - 2) * (T - 1) + I)) == 0
+
+
+def test_example_5_4_lu_update_splits_into_three_arrays_with_a_version_dimension():
+    (p,) = parse_source("""
+def lu_update(N):
+    for k in range(N):
+        for i in range(k + 1, N):
+            for j in range(k + 1, N):
+                A[i, j] = A[i, j] - A[i, k] * A[k, j]
+""")
+    findings = {f.condition: f for f in check_conditions(p)}
+    assert findings["6"].status == "projected" and "5.5.1" in findings["6"].message
+    assert findings["7"].status == "projected" and "(k)" in findings["7"].message   # Example 5.5
+    prob = subgraph_problem(build_sdg(p), ("A",))
+    kinds = sorted((t.kind, t.dims) for t in prob.terms)
+    # St3: A1[i,j,k+1] = f(A1[i,j,k], A2[i,k], A3[k,j])
+    assert kinds == [("inout", (("i",), ("j",))), ("input", (("i",), ("k",))), ("input", (("k",), ("j",)))]
+    inout = next(t for t in prob.terms if t.kind == "inout")
+    assert inout.version == ("k",) and inout.t_version == 1
+    D = prob.symbols
+    assert sp.expand(prob.access_expr() - (D["i"] * D["j"] + D["i"] * D["k"] + D["k"] * D["j"])) == 0
+
+
+def test_example_5_6_convolution_is_projected_as_non_injective():
+    p, g = _single("conv2d")
+    f5 = next(f for f in check_conditions(p) if f.condition == "5")
+    assert f5.status == "projected" and "5.5.3" in f5.message
+    img = next(t for t in subgraph_problem(g, ("Out",)).terms if t.array == "Img")
+    assert ("h", "r") in img.dims and ("s", "w") in img.dims   # h+r and w+s: two variables per dimension
+
+
+def test_figure_5_2_sdg_edges_and_subgraph_statements():
+    (p,) = parse_source("""
+def fig(N):
+    for i in range(N):
+        for j in range(N):
+            C[i, j] = A[i, j] * B[i, j]
+    for i in range(N):
+        for j in range(N):
+            E[i, j] = E[i, j] + C[i, j] * D[i, j]
+""")
+    g = build_sdg(p)
+    assert g.edges == {("A", "C"), ("B", "C"), ("C", "E"), ("D", "E"), ("E", "E")}
+    assert set(g.inputs) == {"A", "B", "D"}
+    assert sorted(g.connected_subsets()) == [("C",), ("C", "E"), ("E",)]
+    h3 = subgraph_problem(g, ("C", "E"))           # In(St_H3) = {A, B, D}; C is computed inside
+    assert {t.array for t in h3.terms if t.kind == "input"} == {"A", "B", "D"}
+    assert all(t.array != "C" or t.kind == "inout" for t in h3.terms)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3).flatmap(lambda d: st.tuples(
+    st.lists(st.integers(1, 5), min_size=d, max_size=d),
+    st.lists(st.lists(st.integers(-2, 2), min_size=d, max_size=d), min_size=1, max_size=4))))
+def test_lemma_5_3_never_exceeds_the_union_of_translated_boxes(case):
+    sizes, shifts = case
+    d = len(sizes)
+    shifts = [[0] * d] + shifts
+    that = [len({s[i] for s in shifts} - {0}) for i in range(d)]
+    if any(n < t for n, t in zip(sizes, that)):
+        return  # Lemma 5.3 assumes |D^i| >= |t^i|
+    box = set(itertools.product(*[range(n) for n in sizes]))
+    union = {tuple(x + s for x, s in zip(pt, sh)) for pt in box for sh in shifts}
+    term = Term("A", "input", tuple((f"v{i}",) for i in range(d)), tuple(that))
+    bound = term.size({f"v{i}": sp.Integer(n) for i, n in enumerate(sizes)})
+    assert bound <= len(union)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3).flatmap(lambda d: st.tuples(
+    st.lists(st.integers(1, 5), min_size=d, max_size=d),
+    st.lists(st.lists(st.integers(-2, 2), min_size=d, max_size=d), min_size=1, max_size=4))))
+def test_corollary_5_1_never_exceeds_the_inputs_not_computed_in_the_box(case):
+    sizes, shifts = case
+    d = len(sizes)
+    shifts = [[0] * d] + shifts
+    that = [len({s[i] for s in shifts} - {0}) for i in range(d)]
+    if any(n < t for n, t in zip(sizes, that)):
+        return
+    box = set(itertools.product(*[range(n) for n in sizes]))           # computed: phi_0 = identity
+    reads = {tuple(x + s for x, s in zip(pt, sh)) for pt in box for sh in shifts}
+    term = Term("A", "inout", tuple((f"v{i}",) for i in range(d)), tuple(that))
+    bound = term.size({f"v{i}": sp.Integer(n) for i, n in enumerate(sizes)})
+    assert bound <= len(reads | box) - len(box)
+
+
+def test_triangular_pair_of_cholesky_counts_two_arrays():
+    (p,) = parse_source("""
+def syrk(N, M):
+    for i in range(N):
+        for k in range(M):
+            for j in range(i + 1):
+                C[i, j] += A[i, k] * A[j, k]
+""")
+    prob = subgraph_problem(build_sdg(p), ("C",))
+    assert sorted(t.dims for t in prob.terms if t.array == "A") == [(("i",), ("k",)), (("j",), ("k",))]
+    assert any("4.6.2" in n for n in prob.notes)
+
+
+def test_overlapping_reads_of_one_array_become_a_bounded_union():
+    (p,) = parse_source("""
+def outer(N, M):
+    for i in range(N):
+        for j in range(M):
+            for k in range(N):
+                C[i, j] += x[i, k] * x[j, k]
+""")
+    prob = subgraph_problem(build_sdg(p), ("C",))
+    (u,) = [t for t in prob.terms if t.array == "x"]
+    assert u.kind == "union"
+    D = prob.symbols
+    assert sp.expand(u.size(D) - (D["i"] * D["k"] + D["j"] * D["k"]) / 2) == 0

@@ -1,0 +1,141 @@
+"""The SOAP derivation: χ(X), X0, ρ, the bounds of chapters 3-5, validity checks."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from pathlib import Path
+
+import pytest
+import sympy as sp
+
+from meshplan.models.soap import build_sdg, parse_file, parse_source, subgraph_problem, sym
+from meshplan.solvers.soap.bound import P, analyze
+from meshplan.solvers.soap.chi import S, X, intensity, relaxation
+
+EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
+EXAMPLES = sorted(p.stem for p in EX.glob("*.py"))
+
+
+@functools.lru_cache(maxsize=None)
+def result(name):
+    (p,) = parse_file(str(EX / f"{name}.py"))
+    return analyze(p)
+
+
+def test_there_are_at_least_15_examples():
+    assert len(EXAMPLES) >= 15
+
+
+def test_mmm_chapter_3_bound_and_square_tiles():
+    r = result("mmm")
+    M, N, K = sym("M"), sym("N"), sym("K")
+    assert sp.simplify(r.leading - 2 * M * N * K / sp.sqrt(S)) == 0
+    (it,) = r.subgraphs
+    assert sp.simplify(it.X0 - 3 * S) == 0
+    assert sp.simplify(it.rho - sp.sqrt(S) / 2) == 0
+    assert all(sp.simplify(e - sp.sqrt(S)) == 0 for e in it.tiles.values())
+    assert sp.simplify(r.parallel - r.bound / P) == 0
+
+
+def test_lu_and_cholesky_section_4_6_leading_terms():
+    N = sym("N")
+    assert sp.simplify(result("lu").leading - 2 * N ** 3 / (3 * sp.sqrt(S))) == 0
+    assert sp.simplify(result("cholesky").leading - N ** 3 / (3 * sp.sqrt(S))) == 0
+
+
+def test_lu_update_alone_gives_the_section_4_6_1_intensity():
+    (p,) = parse_source("""
+def lu_update(N):
+    for k in range(N):
+        for i in range(k + 1, N):
+            for j in range(k + 1, N):
+                A[i, j] = A[i, j] - A[i, k] * A[k, j]
+""")
+    it = intensity(subgraph_problem(build_sdg(p), ("A",)))
+    assert it.method == "kkt"
+    assert sp.simplify(it.chi - (X / 3) ** sp.Rational(3, 2)) == 0      # chi(X) = (X/3)^(3/2)
+    assert sp.simplify(it.rho - sp.sqrt(S) / 2) == 0                      # rho_S2 <= sqrt(S)/2
+
+
+def test_stencil_5_1_intensity_matches_corollary_5_1_by_hand():
+    # |A| + |B| = (I + 2T - 2) + I;  max IT  ->  I = T = (X+2)/4;  X0 = 2S + 2
+    (it,) = result("stencil_5_1").subgraphs
+    assert sp.simplify(it.chi - (X + 2) ** 2 / 16) == 0
+    assert sp.simplify(it.X0 - (2 * S + 2)) == 0
+    assert sp.simplify(it.rho - (S + 2) / 4) == 0
+
+
+def test_convolution_intensity_grows_linearly_in_S_as_in_example_5_6():
+    r = result("conv2d")
+    rho = r.arrays[0].rho
+    assert sp.limit(rho / S, S, sp.oo).is_positive and sp.limit(rho / S, S, sp.oo).is_finite
+
+
+def test_stencil_dimensions_give_the_expected_exponents():
+    # a d-dimensional stencil over time reuses like S^(1/d)
+    for name, expo in (("jacobi_1d", 1), ("jacobi_2d", sp.Rational(1, 2)), ("heat_3d", sp.Rational(1, 3))):
+        rho = result(name).arrays[0].rho
+        assert sp.limit(rho / S ** expo, S, sp.oo).is_finite
+        assert sp.limit(rho / S ** expo, S, sp.oo) > 0
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_example_has_a_finite_positive_bound(name):
+    r = result(name)
+    vals = {sym(p): (8 if p.startswith("T") else 64) for p in r.program.params}
+    v = float(sp.N(r.bound.subs(vals).subs(S, 256)))
+    assert v > 0
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_chi_upper_bounds_every_integer_tile(name):
+    """χ(X) ≥ the work of every integer box whose access terms fit in X (brute force)."""
+    r = result(name)
+    for it in r.subgraphs:
+        if it.chi is None:
+            continue
+        prob = it.problem
+        Ps = sp.lambdify([list(prob.symbols.values())], prob.work_expr())
+        Fs = sp.lambdify([list(prob.symbols.values())], prob.access_expr())
+        chi = sp.lambdify([X], it.chi)
+        grid = [1, 2, 3, 5, 8]
+        if len(prob.classes) > 4:
+            grid = [1, 3, 8]
+        low = {}
+        for t in prob.terms:
+            if t.kind != "union":
+                for d, tv in zip(t.dims, t.t):
+                    if len(d) == 1:
+                        low[d[0]] = max(low.get(d[0], 1), tv)
+        for D in itertools.product(grid, repeat=len(prob.classes)):
+            if any(v < low.get(c, 1) for c, v in zip(prob.classes, D)):
+                continue
+            F = Fs(D)
+            if F <= 0:
+                continue
+            assert Ps(D) <= chi(F) * (1 + 1e-9) + 1e-9, (prob.name, D)
+
+
+def test_relaxation_is_never_below_the_kkt_solution():
+    for name in EXAMPLES:
+        for it in result(name).subgraphs:
+            if it.method != "kkt":
+                continue
+            relax = relaxation(it.problem)
+            bound = sum(C * X ** sp.Rational(w.numerator, w.denominator) for C, w, _ in relax)
+            for xv in (50, 1e4, 1e7):
+                assert float(bound.subs(X, xv)) >= float(it.chi.subs(X, xv)) * (1 - 1e-9)
+
+
+def test_loop_variable_in_no_access_gives_unbounded_chi():
+    (p,) = parse_source("def f(N, R):\n    for r in range(R):\n        for i in range(N):\n            y[i] = x[i]\n")
+    it = intensity(subgraph_problem(build_sdg(p), ("y",)))
+    assert it.rho == sp.oo and it.method == "unbounded"
+
+
+def test_bicg_shares_the_matrix_between_statements():
+    # reading A once for both products: the bound must not charge A twice (a shared-input subgraph)
+    r = result("bicg")
+    M, N = sym("M"), sym("N")
+    assert sp.simplify(r.leading - M * N) == 0
