@@ -128,16 +128,22 @@ class _Data:
         self.cache: dict = {}
 
     def device(self, d: int, k: int, E: int) -> np.ndarray:
+        """Device ``d``'s input (generated again when needed: only this rank's own data is kept)."""
+        return np.random.default_rng([self.seed, d]).integers(-1000, 1000, size=(k, E)).astype(self.dtype)
+
+    def own(self, d: int, k: int, E: int) -> np.ndarray:
         key = ("x", d, k, E)
         if key not in self.cache:
-            rng = np.random.default_rng([self.seed, d])
-            self.cache[key] = rng.integers(-1000, 1000, size=(k, E)).astype(self.dtype)
+            self.cache[key] = self.device(d, k, E)
         return self.cache[key]
 
     def expected(self, group: tuple[int, ...], k: int, E: int) -> np.ndarray:
         key = ("sum", group, k, E)
         if key not in self.cache:
-            self.cache[key] = sum(self.device(m, k, E).astype(np.int64) for m in group).astype(self.dtype)
+            total = np.zeros((k, E), dtype=np.int64)
+            for m in group:
+                total += self.device(m, k, E).astype(np.int64)
+            self.cache[key] = total.astype(self.dtype)
         return self.cache[key]
 
 
@@ -159,10 +165,12 @@ def run_one(comm, comms: Comms, data: _Data, spec: dict, nbytes: int, repeats: i
                                    for s in spec["steps"]), int(spec["num_devices"]))
     if program.num_devices != size:
         raise ValueError(f"program {spec['name']} has {program.num_devices} devices but the job has {size} ranks")
+    if len(comms.cache) > 256:  # bound the live sub-communicators (same decision on every rank)
+        comms.free()
     k = len(groups[0])
     E = chunk_elements(nbytes, k, data.dtype.name)
     mine = next(g for g in groups if rank in g)
-    x0, want = data.device(rank, k, E), data.expected(mine, k, E)
+    x0, want = data.own(rank, k, E), data.expected(mine, k, E)
     nsteps = len(program.steps)
     res = {"name": spec["name"], "verified": False, "executable": True, "reason": "",
            "chunk_bytes": E * data.dtype.itemsize, "buffer_bytes": k * E * data.dtype.itemsize,

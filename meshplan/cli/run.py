@@ -222,7 +222,7 @@ def _table(sched, rows, np_: int, buffer_bytes: int, args) -> None:
 
     con = console()
     con.print(f"[bold]{sched.system}[/bold] on {np_} MPI ranks, {format_bytes(buffer_bytes)} {args.dtype} per rank, "
-              f"{args.repeat} timed runs per program (slowest rank)")
+              f"{args.repeat} timed run{'s' if args.repeat != 1 else ''} per program (slowest rank)")
     t = Table()
     for col in ("pl", "#", "program", "verified", "median", "min", "steps (median)", "→MPI B/rank", "sim B/rank"):
         t.add_column(col, justify="left" if col in ("program", "verified", "steps (median)") else "right")
