@@ -119,7 +119,7 @@ def run(args) -> int:
             "placement": pl.id, "program": pr.id, "text": pr.text or _steps_text(pr.lowered),
             "verified": r.verified, "executable": r.executable, "reason": r.reason,
             "checker": "valid" if verdict.valid else verdict.reason(),
-            "time_s": {"min": r.time_min_s, "median": r.time_median_s},
+            "time_s": r.time_median_s, "time_min_s": r.time_min_s,
             "sim_time_s": sim.time_s if sim else None,
             "bytes_per_rank": list(r.bytes_per_rank),
             "sim_bytes_per_rank": sim_bytes,
@@ -127,8 +127,8 @@ def run(args) -> int:
             "bytes_match_model": (list(map(list, r.bytes_per_step)) == model) if (model is not None
                                                                                   and r.executable) else None,
             "steps": [{"collective": st.collective, "groups": [list(g) for g in st.groups],
-                       "time_s": {"min": r.step_min_s[i] if r.step_min_s else None,
-                                  "median": r.step_median_s[i] if r.step_median_s else None},
+                       "time_s": r.step_median_s[i] if r.step_median_s else None,
+                       "time_min_s": r.step_min_s[i] if r.step_min_s else None,
                        "bytes_per_rank": list(r.bytes_per_step[i]) if r.bytes_per_step else None,
                        "sim_time_s": sim.steps[i].time_s if sim else None,
                        "sim_bytes_per_rank": [round(b) for b in sim.steps[i].bytes_sent] if sim else None}
@@ -228,9 +228,8 @@ def _table(sched, rows, np_: int, buffer_bytes: int, args) -> None:
         t.add_column(col, justify="left" if col in ("program", "verified", "steps (median)") else "right")
     for x in rows:
         ok = "[green]yes[/green]" if x["verified"] else ("[red]no[/red]" if x["executable"] else "[red]not run[/red]")
-        med, mn = x["time_s"]["median"], x["time_s"]["min"]
-        steps = " ".join(format_seconds(s["time_s"]["median"]) for s in x["steps"]
-                         if s["time_s"]["median"] is not None)
+        med, mn = x["time_s"], x["time_min_s"]
+        steps = " ".join(format_seconds(s["time_s"]) for s in x["steps"] if s["time_s"] is not None)
         sb = x["sim_bytes_per_rank"]
         t.add_row(str(x["placement"]), str(x["program"]), escape(_short(x["text"])), ok,
                   format_seconds(med) if med is not None else "-", format_seconds(mn) if mn is not None else "-",
