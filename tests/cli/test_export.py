@@ -32,14 +32,22 @@ def test_generated_mpi4py_script_runs_and_verifies(capsys, schedule, tmp_path):
     doc = json.loads(schedule.read_text())
     # a placement whose program 0 has several steps, to exercise chunk layouts
     pl = next(i for i, p in enumerate(doc["placements"]) if len(p["programs"][0]["steps"]) > 1)
-    prog = tmp_path / "reduce.py"
-    code, out, _ = cli(capsys, "export", str(schedule), "--format", "mpi4py", "--placement", str(pl),
-                       "-o", str(prog))
-    assert code == 0 and "mpiexec -n 8" in out
-    text = prog.read_text()
-    assert "import meshplan" not in text and "STEPS = [" in text and "slice=" in text
-    res = run_mpi_json(8, [str(prog), "8192"], timeout_s=120)
-    assert res["verified"] and res["ranks"] == 8 and res["bad_ranks"] == []
+    # the fastest program (ReduceScatter/AllReduce/AllGather style) and one with Reduce, a Master-form
+    # Broadcast (ranks outside every group) and Broadcast
+    progs = doc["placements"][pl]["programs"]
+    other = next(p["id"] for p in progs if {s["collective"] for s in p["steps"]} >= {"Reduce", "Broadcast"})
+    seen = set()
+    for k in (0, other):
+        prog = tmp_path / f"reduce{k}.py"
+        code, out, _ = cli(capsys, "export", str(schedule), "--format", "mpi4py", "--placement", str(pl),
+                           "--program", str(k), "-o", str(prog))
+        assert code == 0 and "mpiexec -n 8" in out
+        text = prog.read_text()
+        assert "import meshplan" not in text and "STEPS = [" in text and "slice=" in text
+        seen |= {s["collective"] for s in progs[k]["steps"]}
+        res = run_mpi_json(8, [str(prog), "8192"], timeout_s=120)
+        assert res["verified"] and res["ranks"] == 8 and res["bad_ranks"] == []
+    assert len(seen) >= 4
 
 
 def test_mpi4py_to_stdout_is_a_python_program(capsys, schedule):
