@@ -16,7 +16,8 @@
    often the simulator's top programs are the measured top ones, and the
    AllReduce ratio meshplan / hand-written (target <= 1.05).
 
-Prints a table and writes bench/results/exec.json.  Timings on a shared or
+Prints a table and writes bench/results/exec.json (and the calibrated system
+file bench/results/exec-calibrated-system.json that the simulation reads).  Timings on a shared or
 oversubscribed machine are noisy; compare ratios measured side by side.
 """
 
@@ -37,6 +38,7 @@ from meshplan.models.units import format_seconds, parse_bytes
 from meshplan.solvers.placement_study import allreduce_program, solve_placement
 
 RESULTS = Path(__file__).resolve().parent / "results" / "exec.json"
+SYSTEM_FILE = RESULTS.with_name("exec-calibrated-system.json")
 
 
 def ranks(xs):
@@ -83,7 +85,10 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
 
     cal = calibrate(shape, nbytes=nbytes, iters=3 if args.quick else 5)
-    system = cal["system"]
+    # the calibrated system file, as `meshplan calibrate -o FILE` writes it; the simulation reads it back
+    SYSTEM_FILE.parent.mkdir(parents=True, exist_ok=True)
+    SYSTEM_FILE.write_text(json.dumps({**cal["system"].to_dict(), "calibration": cal["calibration"]}, indent=1) + "\n")
+    system = System.load(SYSTEM_FILE)
     t_cal = time.perf_counter() - t0
     study = solve_placement(system, axes, reduce, max_size=max_size, bytes_per_device=nbytes)
     pl = max(study.placements, key=lambda p: len(p.programs))
