@@ -126,25 +126,53 @@ def prove(program: LoweredProgram, reduction_groups: Sequence[Sequence[int]], ch
                        seconds=sol.seconds + small.seconds)
 
 
-def referees_agree(verdict, numeric_correct: bool, proof_status: str | None) -> tuple[bool, str]:
-    """The agreement relation of docs/check.md ("three referees").
+_NOT_RUN = object()
 
-    * z3 and numpy must give the same answer (both run the buffer model);
-    * replay valid ⇒ numbers right; replay short at the end (all premises held) ⇒ numbers wrong;
-    * a rule failure on a program whose numbers are right is allowed only for R-BROADCAST, whose
-      premises (information increase) are an optimization, not a correctness condition (P2 §3.2).
+
+def referees_agree(verdict, numeric_correct: bool, proof_status: str | None,
+                   damage=_NOT_RUN) -> tuple[bool, str]:
+    """The agreement relation of docs/check.md ("three referees"): ``(agree, note)``.
+
+    ``verdict`` is the replay's, ``numeric_correct`` numpy's, ``proof_status`` z3's (``None`` when not
+    run) and ``damage`` :func:`meshplan.models.reduction.numeric.first_damage` (omit it to skip the
+    step-level conditions).
+
+    * z3 and numpy give the same final answer (both run the buffer model);
+    * replay valid ⇒ numbers right and no step damages data; replay short at the end (every premise
+      held) ⇒ numbers wrong and no step damages data;
+    * a failed premise of AllReduce, ReduceScatter, AllGather or Reduce at step ``i`` over group ``g``
+      ⇔ the first damage is at step ``i`` in group ``g`` (the step counts a contribution twice, mixes
+      chunks, duplicates a chunk or cannot run);
+    * a failed R-BROADCAST premise at step ``i``: no damage before step ``i`` (a Broadcast only copies;
+      its premises are P2's information-increase optimization).
+
+    A rule failure with right final numbers is thus allowed: for R-BROADCAST, or when the damaged data
+    of step ``i`` is discarded by later steps. The note says which.
     """
+    check_steps = damage is not _NOT_RUN
     if proof_status is not None and proof_status != "unknown" and (proof_status == "proved") != numeric_correct:
         return False, "z3 and numpy disagree"
-    if verdict.valid:
-        return (True, "") if numeric_correct else (False, "the rules accept a program whose numbers are wrong")
-    if verdict.failure is None:
-        return (True, "") if not numeric_correct else (False, "the rules' final state falls short but the "
-                                                             "numbers are right")
-    if not numeric_correct:
+    if verdict.valid or verdict.failure is None:
+        if verdict.valid != numeric_correct:
+            return False, ("the rules accept a program whose numbers are wrong" if verdict.valid else
+                           "the rules' final state falls short but the numbers are right")
+        if check_steps and damage is not None:
+            return False, f"every premise holds, but the buffer model finds damage at {damage}"
         return True, ""
-    if verdict.failure.rule == "R-BROADCAST":
-        return True, ("the program computes the right sums: only Broadcast's information-increase premise "
-                      "fails, an optimization of P2 Figure 8 (docs/check.md); the program is still invalid")
-    return False, (f"the program computes the right sums although the {verdict.failure.rule} premise "
-                   f"“{verdict.failure.premise}” fails")
+    f = verdict.failure
+    if f.rule == "R-BROADCAST":
+        if check_steps and damage is not None and damage.step < f.step:
+            return False, f"the buffer model finds damage at {damage} before the failing Broadcast"
+        if numeric_correct:
+            return True, ("the program computes the right sums: only Broadcast's information-increase premise "
+                          "fails, an optimization of P2 Figure 8 (docs/check.md); the program is still invalid")
+        return True, ""
+    if check_steps and (damage is None or (damage.step, damage.group) != (f.step, tuple(f.group))):
+        where = "no step" if damage is None else str(damage)
+        return False, f"the {f.rule} premise fails at step {f.step}, but the buffer model damages data at {where}"
+    if numeric_correct:
+        return True, (f"the program computes the right sums although step {f.step} does damage"
+                      + (f" ({damage.detail})" if check_steps else "")
+                      + ": later steps discard the damaged data; the rules reject the step itself "
+                        "(docs/check.md), so the program is invalid")
+    return True, ""

@@ -76,6 +76,7 @@ class CheckResult:
     agree: bool
     note: str
     crossing: Any = None  # checker.Crossing explaining extra contributions
+    damage: Any = None  # numeric.Damage: the first step the buffer model finds wrong data
 
     @property
     def valid(self) -> bool:
@@ -85,7 +86,7 @@ class CheckResult:
 def check_lowered(system, lowered, reduction_groups: Sequence[Sequence[int]], *, bytes_per_device: int,
                   algo: str, proof: bool = True) -> CheckResult:
     from meshplan.models.reduction.checker import chunks_for, first_crossing, replay
-    from meshplan.models.reduction.numeric import run_numeric
+    from meshplan.models.reduction.numeric import first_damage, run_numeric
     from meshplan.models.simulator import simulate
     from meshplan.solvers.proof import referees_agree
 
@@ -100,11 +101,12 @@ def check_lowered(system, lowered, reduction_groups: Sequence[Sequence[int]], *,
     time_s = None
     if verdict.valid:
         time_s = simulate(system, lowered, bytes_per_device=bytes_per_device, chunks=k, algo=algo).time_s
-    agree, note = referees_agree(verdict, numeric.correct, pr.status if pr else None)
+    damage = first_damage(lowered, k)
+    agree, note = referees_agree(verdict, numeric.correct, pr.status if pr else None, damage)
     crossing = None
     if verdict.failure is None and any(s.extra for s in verdict.shortfalls):
         crossing = first_crossing(lowered, reduction_groups, k)
-    return CheckResult(verdict, pr, numeric, k, time_s, agree, note, crossing)
+    return CheckResult(verdict, pr, numeric, k, time_s, agree, note, crossing, damage)
 
 
 # -- inputs -----------------------------------------------------------------------------------
@@ -205,7 +207,10 @@ def _result_json(res: CheckResult, lines: Sequence[int] | None) -> dict[str, Any
             "step": res.crossing.step, "collective": res.crossing.collective, "group": list(res.crossing.group),
             "device": res.crossing.device, "chunk": res.crossing.chunk, "foreign": res.crossing.foreign,
             "detail": str(res.crossing)},
-        "numeric": {"correct": res.numeric.correct, "reason": res.numeric.reason},
+        "numeric": {"correct": res.numeric.correct, "reason": res.numeric.reason,
+                    "damage": None if res.damage is None else {
+                        "step": res.damage.step, "group": list(res.damage.group), "device": res.damage.device,
+                        "chunk": res.damage.chunk, "kind": res.damage.kind, "detail": res.damage.detail}},
         "agree": res.agree,
         "note": res.note,
         "chunks": res.chunks,

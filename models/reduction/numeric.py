@@ -29,6 +29,12 @@ with them.  The *buffer model*:
   chunks ``0..k−1``, once each, and chunk ``r`` equals ``Σ_{e ∈ G(d)} x[e, r]``
   over its reduction group ``G(d)``.
 
+:func:`first_damage` runs the same model on one-hot inputs, so that every
+value *is* its coefficient vector, and finds the first step after which a
+device holds something no correct partial reduction holds (a contribution
+counted twice, another chunk's data, a chunk twice) or that cannot run — the
+step-level counterpart of the premises of Figure 8 (docs/check.md).
+
 Every value is a linear form with non-negative integer coefficients in the
 inputs; a wrong form equals the right one on a uniformly random input with
 probability at most ``1/p`` per trial (Schwartz–Zippel), so with the default
@@ -44,7 +50,8 @@ import numpy as np
 
 from meshplan.models.reduction.lowering import LoweredProgram
 
-__all__ = ["NumericResult", "NotExecutable", "PRIME", "run_numeric", "execute", "apply_numeric", "Buffer"]
+__all__ = ["NumericResult", "NotExecutable", "PRIME", "run_numeric", "execute", "apply_numeric", "Buffer",
+           "Damage", "first_damage"]
 
 PRIME = 2**31 - 1
 
@@ -161,3 +168,54 @@ def run_numeric(program: LoweredProgram, reduction_groups: Sequence[Sequence[int
             return NumericResult(False, f"device {d}, chunk {r}: the result differs from the sum over its "
                                         f"reduction group {list(group_of.get(d, (d,)))}", device=d, chunk=r)
     return NumericResult(True)
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """The first step after which a member of a group holds data no correct partial sum has."""
+
+    step: int  # 1-based
+    group: tuple[int, ...]
+    device: int | None
+    chunk: int | None
+    kind: str  # "cannot run", "counted twice", "mixes chunks", "holds a chunk twice"
+    detail: str
+
+    def __str__(self) -> str:
+        return f"step {self.step}, group {list(self.group)}: {self.detail}"
+
+
+def _damage_in(bufs: Sequence[Buffer], group: Sequence[int], k: int) -> tuple | None:
+    for d in group:
+        labels, values = bufs[d]
+        if len(set(labels)) != len(labels):
+            r = next(r for r in labels if labels.count(r) > 1)
+            return d, r, "holds a chunk twice", f"device {d} holds chunk {r} twice"
+        for i, r in enumerate(labels):
+            coef = values[i].reshape(-1, k)  # [input device, input chunk]
+            if coef.max(initial=0) > 1:
+                e = int(np.argwhere(coef > 1)[0][0])
+                return d, r, "counted twice", f"chunk {r} of device {d} counts device {e}'s contribution twice"
+            other = np.delete(coef, r, axis=1)
+            if other.any():
+                e, r2 = (int(x) for x in np.argwhere(other)[0])
+                r2 = r2 if r2 < r else r2 + 1
+                return d, r, "mixes chunks", f"chunk {r} of device {d} contains chunk {r2} of device {e}"
+    return None
+
+
+def first_damage(program: LoweredProgram, chunks: int) -> Damage | None:
+    """The first step (and group, in step order) whose result no correct reduction could hold."""
+    n, k = program.num_devices, chunks
+    onehot = np.eye(n * k, dtype=np.int64).reshape(n, k, n * k)
+    bufs: list[Buffer] = [(tuple(range(k)), onehot[d]) for d in range(n)]
+    for i, st in enumerate(program.steps, 1):
+        for g in st.groups:
+            try:
+                _step(bufs, st.collective, g, i)
+            except NotExecutable as err:
+                return Damage(i, tuple(g), None, None, "cannot run", err.detail)
+            hit = _damage_in(bufs, g, k)
+            if hit is not None:
+                return Damage(i, tuple(g), hit[0], hit[1], hit[2], hit[3])
+    return None

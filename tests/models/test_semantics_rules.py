@@ -226,3 +226,48 @@ def test_every_allowed_step_computes_the_sums_its_post_state_names(case, coll, s
     for (la, va), (lw, vw) in zip(after, want):
         assert la == lw
         assert np.array_equal(va, vw)
+
+
+def _onehot_buffers(states, n, k):
+    """Buffers whose values are their own coefficient vectors over the inputs (device e, chunk r)."""
+    out = []
+    for s in states:
+        labels = tuple(r for r in range(k) if s[r])
+        vals = np.zeros((len(labels), n * k), dtype=np.int64)
+        for i, r in enumerate(labels):
+            for e in bits(s[r]):
+                vals[i, e * k + r] = 1
+        out.append((labels, vals))
+    return out
+
+
+def _damaged(bufs, k) -> bool:
+    for labels, vals in bufs:
+        if len(set(labels)) != len(labels):
+            return True
+        for i, r in enumerate(labels):
+            coef = vals[i].reshape(-1, k)
+            if coef.max(initial=0) > 1 or np.delete(coef, r, axis=1).any():
+                return True
+    return False
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(reducible(), group_states(sparse=True), group_states()),
+       st.sampled_from([c for c in COLLECTIVES if c != "Broadcast"]))
+def test_a_premise_fails_exactly_when_the_step_damages_data(case, coll):
+    """AllReduce, ReduceScatter, AllGather, Reduce: on states that are correct partial sums, the rule
+    refuses the step iff the buffer model's result counts a contribution twice, mixes chunks, holds a
+    chunk twice, or cannot run. Broadcast only copies: its premises are an optimization (docs/check.md)."""
+    n, k, group, states = case
+    try:
+        apply_collective(coll, group, states)
+        refused = False
+    except RuleViolation:
+        refused = True
+    try:
+        after = apply_numeric(_onehot_buffers(states, n, k), coll, [tuple(range(len(group)))])
+        damaged = _damaged(after, k)
+    except NotExecutable:
+        damaged = True
+    assert refused == damaged

@@ -25,7 +25,7 @@ from meshplan.models.reduction.checker import chunks_for, replay
 from meshplan.models.reduction.dsl import instructions
 from meshplan.models.reduction.hierarchy import synthesis_hierarchy
 from meshplan.models.reduction.lowering import LoweredProgram, LoweredStep, lower, lower_instruction
-from meshplan.models.reduction.numeric import run_numeric
+from meshplan.models.reduction.numeric import first_damage, run_numeric
 from meshplan.models.reduction.semantics import COLLECTIVES
 from meshplan.models.system import System
 from meshplan.solvers.placement import brute_force_placements, enumerate_placements
@@ -110,7 +110,7 @@ def _random_step(rng: random.Random, h, devices, groups) -> LoweredStep:
 def _mutate(rng: random.Random, steps: list[LoweredStep], h, devices, groups) -> list[LoweredStep]:
     steps = list(steps)
     op = rng.choice(("drop", "duplicate", "swap", "collective", "insert", "replace", "root", "truncate",
-                     "drop_group"))
+                     "drop_group", "waste"))
     i = rng.randrange(len(steps)) if steps else 0
     if op == "drop" and steps:
         del steps[i]
@@ -130,6 +130,14 @@ def _mutate(rng: random.Random, steps: list[LoweredStep], h, devices, groups) ->
         steps[i] = LoweredStep(steps[i].collective, tuple(tuple(g) for g in gs))
     elif op == "truncate" and steps:
         steps = steps[:i]
+    elif op == "waste":  # a collective over part of a group, then a Broadcast from an untouched member
+        g = list(rng.choice(groups))
+        rng.shuffle(g)
+        if len(g) >= 3:
+            cut = rng.randint(2, len(g) - 1)
+            i = len(steps) if rng.random() < 0.7 else i
+            steps.insert(i, LoweredStep(rng.choice(COLLECTIVES), (tuple(g[:cut]),)))
+            steps.insert(i + 1, LoweredStep("Broadcast", ((g[cut], *g[:cut]),)))
     elif op == "drop_group" and steps and len(steps[i].groups) > 1:
         gs = list(steps[i].groups)
         del gs[rng.randrange(len(gs))]
@@ -169,7 +177,7 @@ def judge(lowered: LoweredProgram, groups) -> tuple[str, bool, str]:
     numeric = run_numeric(lowered, groups, k)
     proof = prove(lowered, groups, k, counterexample=False)
     assert proof.status != "unknown"
-    agree, note = referees_agree(verdict, numeric.correct, proof.status)
+    agree, note = referees_agree(verdict, numeric.correct, proof.status, first_damage(lowered, k))
     if verdict.valid:
         cat = "valid"
     elif verdict.failure is not None:
@@ -219,6 +227,8 @@ def test_referees_agree_on_10000_distinct_random_programs():
             if not agree:
                 disagreements.append(f"{note}: {_describe(m, reduce, lowered)}")
     print(f"\n{len(seen)} distinct programs; by origin {dict(kinds)}; verdicts {dict(sorted(stats.items()))}")
+    assert any(c.endswith("(numbers right)") and not c.startswith("R-BROADCAST") for c in stats), \
+        "no program whose damaged data is discarded later was generated"
     assert not disagreements, f"{len(disagreements)} disagreements, e.g. " + "; ".join(disagreements[:3])
     assert len(seen) >= 10_000
     # both kinds of verdict and every rule are exercised
@@ -247,6 +257,7 @@ def test_every_synthesized_program_of_the_paper_configurations_is_proved(system,
         for lowered in synthesize(h, max_size=5).lowered:
             assert replay(lowered, groups, k).valid
             assert run_numeric(lowered, groups, k).correct, _describe(m, reduce, lowered)
+            assert first_damage(lowered, k) is None
             assert prove(lowered, groups, k, counterexample=False).proved, _describe(m, reduce, lowered)
             count += 1
     assert count >= 6
