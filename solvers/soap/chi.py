@@ -423,7 +423,7 @@ def _argmin(chi: sp.Expr, *, budget_s: float):
 
 
 def numeric_tiles(problem: SubProblem, budget: float, *, starts: int = 4, caps: dict | None = None,
-                  lower: dict | None = None):
+                  lower: dict | None = None, initial: list[dict] | None = None):
     """Real tiles with the most work subject to Σ|A|(D) ≤ budget (a local search, not certified)."""
     classes = list(problem.classes)
     Dsym = [problem.symbols[c] for c in classes]
@@ -451,8 +451,10 @@ def numeric_tiles(problem: SubProblem, budget: float, *, starts: int = 4, caps: 
     rng = np.random.default_rng(1)
     best_y, best = None, -math.inf
     n = len(classes)
-    for _ in range(starts):
-        y = project(lo + rng.random(n) * (hi - lo))
+    inits = [np.array([math.log(max(1.0, float(p[c]))) for c in classes]) for p in (initial or [])]
+    inits += [lo + rng.random(n) * (hi - lo) for _ in range(starts)]
+    for y0 in inits:
+        y = project(y0)
         cur = float(Pf(np.exp(y)))
         step = 1.0
         while step > 1e-3:

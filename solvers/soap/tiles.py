@@ -203,6 +203,12 @@ def integer_tiles(program: Program, intensity: Intensity, values: dict[str, int]
         best, status = dict(rounded), "rounded"
         notes.append(f"CP-SAT {sol.status.value}: the best rounding is reported")
     _recheck(prob, best, budget, low, caps)
+    if work_value(prob, best) > cont_w:   # the local search missed the real optimum: polish from here
+        ref, _ = numeric_tiles(prob, float(budget), starts=0, caps=caps, lower=low, initial=[best, cont])
+        if ref is not None and _real(prob, ref, "access") <= budget * (1 + 1e-9) and \
+                _real(prob, ref, "work") > cont_w:
+            cont, cont_w = ref, _real(prob, ref, "work")
+            notes.append("continuous optimum refined by a local search started at the CP-SAT tile")
     return TileResult(prob.arrays, memory, budget, cont, cont_w, rounded, rw, best,
                       work_value(prob, best), status, caps, tuple(notes))
 
