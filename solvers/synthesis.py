@@ -26,12 +26,12 @@ from functools import lru_cache
 from typing import Sequence
 
 from meshplan.models.errors import ModelError
-from meshplan.models.reduction.checker import require_valid
+from meshplan.models.reduction.checker import ReplayMemo, require_valid
 from meshplan.models.reduction.dsl import Instruction, Program, group_spec, instructions, point_groups
 from meshplan.models.reduction.hierarchy import SynthesisHierarchy
 from meshplan.models.reduction.lowering import LoweredProgram, lower
-from meshplan.models.reduction.semantics import RuleViolation, apply_step
 from meshplan.models.reduction.state import Context, goal_context, initial_context
+from meshplan.solvers.packed_semantics import PackedSemantics
 
 __all__ = ["Candidate", "clear_cache", "SynthesisResult", "candidates", "synthesize", "DIALECTS"]
 
@@ -64,11 +64,11 @@ def _allowed(ins: Instruction, dialect: str) -> bool:
     raise ModelError(f"unknown DSL dialect {dialect!r}; use {' or '.join(DIALECTS)}")
 
 
-def _moves_empty_buffers(state: Context, collective: str, groups: Sequence[Sequence[int]]) -> bool:
+def _moves_empty_buffers(state: tuple[int, ...], collective: str, groups: Sequence[Sequence[int]]) -> bool:
     """The paper dialect's extra premise: a member (the root, for Broadcast) holds no chunk."""
     for g in groups:
         members = g[:1] if collective == "Broadcast" else g
-        if any(not any(state[d]) for d in members):
+        if any(not state[d] for d in members):
             return True
     return False
 
@@ -92,12 +92,14 @@ def candidates(h: SynthesisHierarchy, dialect: str = "full") -> tuple[Candidate,
 def _search(cands: Sequence[Candidate], start: Context, goal: Context, max_size: int,
             dialect: str = "full") -> list[tuple[int, ...]]:
     """All candidate-index sequences of length ≤ max_size from start to goal, each step valid and
-    changing the state."""
+    changing the state (on packed states, :mod:`meshplan.solvers.packed_semantics`)."""
+    sem = PackedSemantics(len(start), len(start[0]) if start else 0)
+    pstart, pgoal = sem.pack(start), sem.pack(goal)
     strict = dialect == "paper"
 
     @lru_cache(maxsize=None)
-    def suffixes(state: Context, budget: int) -> tuple[tuple[int, ...], ...]:
-        if state == goal:
+    def suffixes(state: tuple[int, ...], budget: int) -> tuple[tuple[int, ...], ...]:
+        if state == pgoal:
             return ((),)
         if budget == 0:
             return ()
@@ -105,17 +107,14 @@ def _search(cands: Sequence[Candidate], start: Context, goal: Context, max_size:
         for ci, c in enumerate(cands):
             if strict and _moves_empty_buffers(state, c.instruction.collective, c.groups):
                 continue
-            try:
-                nxt = apply_step(state, c.instruction.collective, c.groups)
-            except RuleViolation:
-                continue
-            if nxt == state:
+            nxt = sem.apply(state, c.instruction.collective, c.groups)
+            if nxt is None or nxt == state:
                 continue
             for suf in suffixes(nxt, budget - 1):
                 out.append((ci, *suf))
         return tuple(out)
 
-    found = list(suffixes(start, max_size))
+    found = list(suffixes(pstart, max_size))
     found.sort(key=lambda seq: (len(seq), seq))
     return found
 
@@ -132,8 +131,9 @@ def synthesize(h: SynthesisHierarchy, *, max_size: int = 5, dialect: str = "full
     lowered = tuple(lower(h, p) for p in programs)
     if recheck:
         groups = h.matrix.reduction_groups(h.reduce)
+        memo = ReplayMemo()
         for lp in lowered:
-            require_valid(lp, groups)
+            require_valid(lp, groups, _memo=memo)
     return SynthesisResult(h, programs, lowered, time.perf_counter() - t0, dialect, max_size)
 
 

@@ -18,7 +18,7 @@ from meshplan.models.reduction.lowering import LoweredProgram
 from meshplan.models.reduction.semantics import RuleViolation, apply_step
 from meshplan.models.reduction.state import Context, State, bits, goal_context, initial_context
 
-__all__ = ["Failure", "Shortfall", "Verdict", "Crossing", "replay", "require_valid", "chunks_for", "first_crossing"]
+__all__ = ["ReplayMemo", "Failure", "Shortfall", "Verdict", "Crossing", "replay", "require_valid", "chunks_for", "first_crossing"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,20 +78,52 @@ def chunks_for(reduction_groups: Sequence[Sequence[int]]) -> int:
     return sizes.pop()
 
 
+class ReplayMemo:
+    """Shares replays among many programs: each distinct (state, step) transition is computed
+    once; states are interned so a step looks up a small key instead of hashing a state."""
+
+    def __init__(self) -> None:
+        self._ids: dict[Context, int] = {}
+        self.states: list[Context] = []
+        self.transitions: dict[tuple, int | RuleViolation] = {}
+
+    def intern(self, ctx: Context) -> int:
+        i = self._ids.get(ctx)
+        if i is None:
+            i = self._ids[ctx] = len(self.states)
+            self.states.append(ctx)
+        return i
+
+
 def replay(program: LoweredProgram, reduction_groups: Sequence[Sequence[int]],
-           chunks: int | None = None) -> Verdict:
-    """Replay ``program`` from the initial state and compare with the goal state."""
+           chunks: int | None = None, _memo: ReplayMemo | None = None) -> Verdict:
+    """Replay ``program`` from the initial state and compare with the goal state.
+
+    Pass one :class:`ReplayMemo` as ``_memo`` to share work among many
+    programs (the synthesizer's programs pass through few states)."""
     k = chunks if chunks is not None else chunks_for(reduction_groups)
     n = program.num_devices
-    ctx = initial_context(n, k)
+    memo = _memo if _memo is not None else ReplayMemo()
+    cur = memo.intern(initial_context(n, k))
     for i, step in enumerate(program.steps, 1):
-        try:
-            ctx = apply_step(ctx, step.collective, step.groups)
-        except RuleViolation as err:
+        key = (cur, step.collective, step.groups)
+        nxt = memo.transitions.get(key)
+        if nxt is None:
+            try:
+                nxt = memo.intern(apply_step(memo.states[cur], step.collective, step.groups))
+            except RuleViolation as err:
+                nxt = err
+            memo.transitions[key] = nxt
+        if isinstance(nxt, RuleViolation):
+            ctx = memo.states[cur]
             return Verdict(False, len(program.steps),
-                           Failure(i, step.collective, err.group, err.rule, err.premise, err.detail,
-                                   tuple(ctx[d] for d in err.group)), final=ctx)
-    goal = goal_context(reduction_groups, n, k)
+                           Failure(i, step.collective, nxt.group, nxt.rule, nxt.premise, nxt.detail,
+                                   tuple(ctx[d] for d in nxt.group)), final=ctx)
+        cur = nxt
+    ctx = memo.states[cur]
+    goal = goal_context(tuple(tuple(g) for g in reduction_groups), n, k)
+    if ctx == goal:
+        return Verdict(True, len(program.steps), None, (), final=ctx)
     short = []
     for d in range(n):
         for r in range(k):
@@ -101,9 +133,10 @@ def replay(program: LoweredProgram, reduction_groups: Sequence[Sequence[int]],
     return Verdict(not short, len(program.steps), None, tuple(short), final=ctx)
 
 
-def require_valid(program: LoweredProgram, reduction_groups: Sequence[Sequence[int]]) -> Verdict:
+def require_valid(program: LoweredProgram, reduction_groups: Sequence[Sequence[int]],
+                  _memo: ReplayMemo | None = None) -> Verdict:
     """:func:`replay`, raising :class:`VerificationError` when the program is not valid."""
-    v = replay(program, reduction_groups)
+    v = replay(program, reduction_groups, _memo=_memo)
     if not v.valid:
         raise VerificationError(f"re-check failed: {v.reason()}")
     return v

@@ -11,6 +11,7 @@ A *context* (``G`` in the paper) is the tuple of all devices' states.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -39,6 +40,7 @@ def rows(state: State) -> frozenset[int]:
     return frozenset(r for r, m in enumerate(state) if m)
 
 
+@lru_cache(maxsize=64)
 def initial_context(num_devices: int, chunks: int) -> Context:
     """Every device holds its own data in every chunk: row r of device d = {d} (§3.5)."""
     return tuple(tuple(1 << d for _ in range(chunks)) for d in range(num_devices))
@@ -46,6 +48,11 @@ def initial_context(num_devices: int, chunks: int) -> Context:
 
 def goal_context(groups: Iterable[Sequence[int]], num_devices: int, chunks: int) -> Context:
     """Every device holds, in every chunk, the sum over exactly its reduction group (§3.5)."""
+    return _goal_context(tuple(tuple(g) for g in groups), num_devices, chunks)
+
+
+@lru_cache(maxsize=64)
+def _goal_context(groups: tuple[tuple[int, ...], ...], num_devices: int, chunks: int) -> Context:
     out: list[State | None] = [None] * num_devices
     for g in groups:
         mask = 0

@@ -1,0 +1,109 @@
+"""A fast, packed implementation of the Figure 8 rules for the synthesizer.
+
+The reference semantics (:mod:`meshplan.models.reduction.semantics`) keeps a
+device's state as ``k`` row masks; here a device's whole ``k × g`` state
+matrix is one Python integer (chunk ``r`` occupies bits ``r·g … r·g+g−1``),
+so ``⊕`` of disjoint states is one ``|`` and "pairwise disjoint" one ``&``
+per member, at C speed for any ``g``.  Which chunks a device holds (its
+non-empty rows) is a ``k``-bit *occupancy* mask, cached per state.
+
+This engine only serves the search: every program it finds is lowered and
+replayed by the reference checker, and a property test compares the two on
+random programs (tests/solvers/test_packed_semantics.py).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from meshplan.models.reduction.state import Context
+
+__all__ = ["PackedSemantics"]
+
+
+class PackedSemantics:
+    """States of ``g`` devices with ``k`` chunks each, as tuples of ints."""
+
+    def __init__(self, g: int, k: int) -> None:
+        self.g, self.k = g, k
+        self.row_mask = (1 << g) - 1
+        self._occ: dict[int, int] = {}
+        self._expand: dict[int, int] = {}
+
+    # -- conversion ----------------------------------------------------------------------
+    def pack(self, ctx: Context) -> tuple[int, ...]:
+        return tuple(sum(m << (r * self.g) for r, m in enumerate(state)) for state in ctx)
+
+    def unpack(self, packed: Sequence[int]) -> Context:
+        return tuple(tuple((x >> (r * self.g)) & self.row_mask for r in range(self.k)) for x in packed)
+
+    # -- helpers ---------------------------------------------------------------------------
+    def occupancy(self, x: int) -> int:
+        occ = self._occ.get(x)
+        if occ is None:
+            occ = 0
+            for r in range(self.k):
+                if (x >> (r * self.g)) & self.row_mask:
+                    occ |= 1 << r
+            self._occ[x] = occ
+        return occ
+
+    def _rows_mask(self, rows: int) -> int:
+        m = self._expand.get(rows)
+        if m is None:
+            m = 0
+            for r in range(self.k):
+                if rows >> r & 1:
+                    m |= self.row_mask << (r * self.g)
+            self._expand[rows] = m
+        return m
+
+    # -- the rules ---------------------------------------------------------------------------
+    def apply(self, state: tuple[int, ...], collective: str, groups: Sequence[Sequence[int]]) -> tuple[int, ...] | None:
+        """The post-state, or ``None`` when a premise fails for some group."""
+        new = list(state)
+        for g in groups:
+            xs = [state[d] for d in g]
+            if collective in ("AllReduce", "ReduceScatter", "Reduce"):
+                occ0 = self.occupancy(xs[0])
+                acc = 0
+                for x in xs:
+                    if acc & x or self.occupancy(x) != occ0:
+                        return None
+                    acc |= x
+                if collective == "AllReduce":
+                    for d in g:
+                        new[d] = acc
+                elif collective == "Reduce":
+                    new[g[0]] = acc
+                    for d in g[1:]:
+                        new[d] = 0
+                else:
+                    rows = [r for r in range(self.k) if occ0 >> r & 1]
+                    n = len(g)
+                    if len(rows) % n:
+                        return None
+                    b = len(rows) // n
+                    for i, d in enumerate(g):
+                        sel = sum(1 << r for r in rows[i * b:(i + 1) * b])
+                        new[d] = acc & self._rows_mask(sel)
+            elif collective == "AllGather":
+                seen, acc = 0, 0
+                count = bin(self.occupancy(xs[0])).count("1")
+                for x in xs:
+                    occ = self.occupancy(x)
+                    if seen & occ or bin(occ).count("1") != count:
+                        return None
+                    seen |= occ
+                    acc |= x
+                for d in g:
+                    new[d] = acc
+            elif collective == "Broadcast":
+                root = xs[0]
+                if any(x & ~root for x in xs[1:]) or all(x == root for x in xs[1:]):
+                    return None
+                for d in g:
+                    new[d] = root
+            else:
+                raise ValueError(f"unknown collective {collective!r}")
+        return tuple(new)
