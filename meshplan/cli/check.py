@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -224,7 +225,7 @@ def _print_result(con, res: CheckResult, lines: Sequence[int] | None, items, sys
 
     v = res.verdict
     if v.valid:
-        _say(con, f"{_n(v.steps, 'step')} reach the requested reduction; simulated time {format_seconds(res.time_s)} "
+        _say(con, f"{_n(v.steps, 'step')} {'reaches' if v.steps == 1 else 'reach'} the requested reduction; simulated time {format_seconds(res.time_s)} "
                   f"({algo}, {format_bytes(nbytes)} per device, {system})", prefix="[bold green]valid[/bold green]: ")
     elif v.failure is not None:
         f = v.failure
@@ -320,7 +321,7 @@ def _run_text(args, path: Path, text: str) -> int:
                   f"matrix {matrix}")
         g0 = ", ".join(map(str, groups[0][:8])) + (", …" if len(groups[0]) > 8 else "")
         _say(con, f"synthesis hierarchy {h} (levels {', '.join(h.names)}); {_n(len(groups), 'reduction group')} "
-                  f"of {len(groups[0])} devices, e.g. [{g0}]; {res.chunks} chunks per device")
+                  f"of {_n(len(groups[0]), 'device')}, e.g. [{g0}]; {_n(res.chunks, 'chunk')} per device")
         _print_result(con, res, program.lines, program.items, system, algo, nbytes)
     return _exit(res)
 
@@ -352,14 +353,27 @@ def _run_schedule(args, path: Path) -> int:
                              "--placement and --program instead")
     nbytes = parse_bytes(args.bytes) if args.bytes else sched.bytes_per_device
     algo = args.algo or sched.algo
+    todo = [(sched.placements[pi], sched.placements[pi].programs[qi])
+            for pi in _select(len(sched.placements), args.placement, "--placement")
+            for qi in _select(len(sched.placements[pi].programs), args.program, "--program")]
     results = []
-    for pi in _select(len(sched.placements), args.placement, "--placement"):
-        pl = sched.placements[pi]
-        for qi in _select(len(pl.programs), args.program, "--program"):
-            pr = pl.programs[qi]
+    progress = None
+    if sys.stderr.isatty() and not args.json and len(todo) > 20:
+        from rich.progress import Progress
+
+        progress = Progress(transient=True)
+        task = progress.add_task("checking", total=len(todo))
+        progress.start()
+    try:
+        for pl, pr in todo:
             res = check_lowered(sched.system, pr.lowered, pl.reduction_groups, bytes_per_device=nbytes, algo=algo,
                                 proof=not args.no_proof)
             results.append((pl, pr, res))
+            if progress is not None:
+                progress.advance(task)
+    finally:
+        if progress is not None:
+            progress.stop()
     if args.json:
         out = []
         for pl, pr, res in results:
