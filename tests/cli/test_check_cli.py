@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from meshplan.cli import main
 
@@ -223,3 +225,29 @@ def test_schedules_from_solve_placement(capsys, tmp_path):
     assert code == 2 and "read from the schedule" in err
     code, _, err = _run(capsys, "check", plan, "--placement", "9")
     assert code == 2 and "--placement 9 out of range" in err
+
+
+_LINE = st.one_of(
+    st.builds(lambda c, s, f: f"{c} slice={s} form={f}", st.sampled_from(["AllReduce", "ReduceScatter", "AllGather",
+                                                                          "Reduce", "Broadcast"]),
+              st.sampled_from(["root", "server", "gpu", "cpu", "bogus"]),
+              st.sampled_from(["InsideGroup", "Parallel(root)", "Master(root)", "Parallel(server)", "Parallel(gpu)"])),
+    st.builds(lambda c, g: f"{c} groups={g}", st.sampled_from(["AllReduce", "ReduceScatter", "AllGather", "Reduce",
+                                                               "Broadcast"]),
+              st.lists(st.lists(st.integers(0, 17), min_size=1, max_size=4), min_size=1, max_size=4).map(str)),
+    st.text(alphabet="AllReduce slice=groups[],0123()", max_size=30),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_LINE, min_size=0, max_size=4))
+def test_any_program_text_gives_a_verdict_or_a_one_line_error(capsys, tmp_path_factory, lines):
+    prog = tmp_path_factory.mktemp("fuzz") / "p.txt"
+    prog.write_text("\n".join(lines) + "\n")
+    code, out, err = _run(capsys, "check", prog, *FIG2, "--json")
+    assert code in (0, 1, 2), err
+    if code == 2:
+        assert out == "" and err.startswith("error: ") and err.count("\n") == 1 and "internal error" not in err
+    else:
+        doc = json.loads(out)
+        assert doc["valid"] is (code == 0) and doc["agree"], doc["note"]
