@@ -7,19 +7,25 @@ counterexample (a linear form that is not identically zero is non-zero
 somewhere on that box, so the bounded query is satisfiable whenever the
 unbounded one is) and the outputs it makes wrong.  Independent of the state
 rules of P2 Figure 8 (docs/check.md, "three referees").
+
+:func:`referees_agree` is the agreement relation of the three referees and
+:func:`check_program` runs all of them on one program (what ``meshplan check``
+reports).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 from meshplan.encodings.reduction_proof import encode_reduction_proof
-from meshplan.models.reduction.checker import chunks_for
+from meshplan.models.reduction.checker import chunks_for, first_crossing, replay
 from meshplan.models.reduction.lowering import LoweredProgram
+from meshplan.models.reduction.numeric import first_damage, run_numeric
+from meshplan.models.simulator import simulate
 from meshplan.solvers.backend import Status, get_backend
 
-__all__ = ["ProofResult", "Counterexample", "WrongOutput", "prove", "referees_agree"]
+__all__ = ["ProofResult", "Counterexample", "WrongOutput", "prove", "referees_agree", "CheckResult", "check_program"]
 
 SMALL = 9
 
@@ -176,3 +182,42 @@ def referees_agree(verdict, numeric_correct: bool, proof_status: str | None,
                       + ": later steps discard the damaged data; the rules reject the step itself "
                         "(docs/check.md), so the program is invalid")
     return True, ""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The three verdicts on one lowered program, and how they relate."""
+
+    verdict: Any  # checker.Verdict
+    proof: Any  # ProofResult | None
+    numeric: Any  # numeric.NumericResult
+    chunks: int
+    time_s: float | None
+    agree: bool
+    note: str
+    crossing: Any = None  # checker.Crossing explaining extra contributions
+    damage: Any = None  # numeric.Damage: the first step the buffer model finds wrong data
+
+    @property
+    def valid(self) -> bool:
+        return self.verdict.valid
+
+
+def check_program(system, lowered, reduction_groups: Sequence[Sequence[int]], *, bytes_per_device: int = 2**30,
+                  algo: str = "ring", proof: bool = True) -> CheckResult:
+    """What ``meshplan check`` reports on one lowered program: the replay's verdict, the z3 proof (unless
+    ``proof=False``), the numpy run, the first damaging step, the simulated time when valid, the
+    first cross-group step when contributions are extra, and whether the referees agree."""
+    k = chunks_for(reduction_groups)
+    verdict = replay(lowered, reduction_groups, k)
+    numeric = run_numeric(lowered, reduction_groups, k)
+    pr = prove(lowered, reduction_groups, k) if proof else None
+    time_s = None
+    if verdict.valid:
+        time_s = simulate(system, lowered, bytes_per_device=bytes_per_device, chunks=k, algo=algo).time_s
+    damage = first_damage(lowered, k)
+    agree, note = referees_agree(verdict, numeric.correct, pr.status if pr else None, damage)
+    crossing = None
+    if verdict.failure is None and any(s.extra for s in verdict.shortfalls):
+        crossing = first_crossing(lowered, reduction_groups, k)
+    return CheckResult(verdict, pr, numeric, k, time_s, agree, note, crossing, damage)

@@ -10,16 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from meshplan.cli.common import add_common_flags, console, parse_int_list, print_json
-from meshplan.models.errors import ModelError, ParseError, VerificationError
+from meshplan.models.errors import ModelError, VerificationError
 from meshplan.models.simulator import ALGORITHMS
 from meshplan.models.units import format_bytes, format_seconds, parse_bytes
 
-__all__ = ["register", "run", "check_lowered", "CheckResult"]
+__all__ = ["register", "run"]
 
 EXAMPLES = """\
 examples:
@@ -60,54 +59,6 @@ def register(sub) -> None:
     p.add_argument("--no-proof", action="store_true", help="skip the z3 proof (replay and numpy only)")
     add_common_flags(p)
     p.set_defaults(func=run)
-
-
-# -- the check of one lowered program --------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """The three verdicts on one lowered program, and how they relate."""
-
-    verdict: Any  # checker.Verdict
-    proof: Any  # solvers.proof.ProofResult | None
-    numeric: Any  # numeric.NumericResult
-    chunks: int
-    time_s: float | None
-    agree: bool
-    note: str
-    crossing: Any = None  # checker.Crossing explaining extra contributions
-    damage: Any = None  # numeric.Damage: the first step the buffer model finds wrong data
-
-    @property
-    def valid(self) -> bool:
-        return self.verdict.valid
-
-
-def check_lowered(system, lowered, reduction_groups: Sequence[Sequence[int]], *, bytes_per_device: int,
-                  algo: str, proof: bool = True) -> CheckResult:
-    from meshplan.models.reduction.checker import chunks_for, first_crossing, replay
-    from meshplan.models.reduction.numeric import first_damage, run_numeric
-    from meshplan.models.simulator import simulate
-    from meshplan.solvers.proof import referees_agree
-
-    k = chunks_for(reduction_groups)
-    verdict = replay(lowered, reduction_groups, k)
-    numeric = run_numeric(lowered, reduction_groups, k)
-    pr = None
-    if proof:
-        from meshplan.solvers.proof import prove
-
-        pr = prove(lowered, reduction_groups, k)
-    time_s = None
-    if verdict.valid:
-        time_s = simulate(system, lowered, bytes_per_device=bytes_per_device, chunks=k, algo=algo).time_s
-    damage = first_damage(lowered, k)
-    agree, note = referees_agree(verdict, numeric.correct, pr.status if pr else None, damage)
-    crossing = None
-    if verdict.failure is None and any(s.extra for s in verdict.shortfalls):
-        crossing = first_crossing(lowered, reduction_groups, k)
-    return CheckResult(verdict, pr, numeric, k, time_s, agree, note, crossing, damage)
 
 
 # -- inputs -----------------------------------------------------------------------------------
@@ -173,7 +124,7 @@ def _cell(mask: int) -> str:
     return ",".join(map(str, bits(mask))) if mask else "–"
 
 
-def _result_json(res: CheckResult, lines: Sequence[int] | None) -> dict[str, Any]:
+def _result_json(res, lines: Sequence[int] | None) -> dict[str, Any]:
     from meshplan.models.reduction.state import bits
 
     v = res.verdict
@@ -219,7 +170,7 @@ def _result_json(res: CheckResult, lines: Sequence[int] | None) -> dict[str, Any
     }
 
 
-def _print_result(con, res: CheckResult, lines: Sequence[int] | None, items, system, algo: str,
+def _print_result(con, res, lines: Sequence[int] | None, items, system, algo: str,
                   nbytes: int) -> None:
     from rich.table import Table
 
@@ -306,7 +257,9 @@ def _run_text(args, path: Path, text: str) -> int:
     lowered = resolve(program, h)
     groups = matrix.reduction_groups(reduce)
     algo = args.algo or "ring"
-    res = check_lowered(system, lowered, groups, bytes_per_device=nbytes, algo=algo, proof=not args.no_proof)
+    from meshplan.solvers.proof import check_program
+
+    res = check_program(system, lowered, groups, bytes_per_device=nbytes, algo=algo, proof=not args.no_proof)
     if args.json:
         doc = {"file": str(path), "system": system.short(), "axes": list(axes), "reduce": list(reduce),
                "matrix": matrix.tolist(), "synthesis_hierarchy": [{"name": lv.name, "size": lv.size}
@@ -326,7 +279,7 @@ def _run_text(args, path: Path, text: str) -> int:
     return _exit(res)
 
 
-def _exit(res: CheckResult) -> int:
+def _exit(res) -> int:
     if res.valid and not res.agree:
         raise VerificationError(f"the referees disagree: {res.note}; please report this program")
     return 0 if res.valid else 1
@@ -353,6 +306,8 @@ def _run_schedule(args, path: Path) -> int:
                              "--placement and --program instead")
     nbytes = parse_bytes(args.bytes) if args.bytes else sched.bytes_per_device
     algo = args.algo or sched.algo
+    from meshplan.solvers.proof import check_program
+
     todo = [(sched.placements[pi], sched.placements[pi].programs[qi])
             for pi in _select(len(sched.placements), args.placement, "--placement")
             for qi in _select(len(sched.placements[pi].programs), args.program, "--program")]
@@ -366,7 +321,7 @@ def _run_schedule(args, path: Path) -> int:
         progress.start()
     try:
         for pl, pr in todo:
-            res = check_lowered(sched.system, pr.lowered, pl.reduction_groups, bytes_per_device=nbytes, algo=algo,
+            res = check_program(sched.system, pr.lowered, pl.reduction_groups, bytes_per_device=nbytes, algo=algo,
                                 proof=not args.no_proof)
             results.append((pl, pr, res))
             if progress is not None:

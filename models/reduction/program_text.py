@@ -159,7 +159,6 @@ class _Scanner:
             if self.peek() == "]":
                 raise self.error("a device group is empty", gpos)
             while True:
-                dpos = self.pos
                 self.skip_ws()
                 dpos = self.pos
                 d = self.integer()
@@ -184,7 +183,6 @@ class _Scanner:
         return tuple(out)
 
     def form(self) -> Form:
-        kpos = self.pos
         self.skip_ws()
         kpos = self.pos
         kind = self.name("a form: InsideGroup, Parallel(<level>) or Master(<level>)")
@@ -235,7 +233,7 @@ def _parse_line(text: str, line: int, source: str | None) -> Item:
     if "groups" in fields:
         other = [k for k in ("slice", "form") if k in fields]
         if other:
-            raise sc.error(f"give either groups= or slice=/form=, not both", first_key_pos[other[0]])
+            raise sc.error("give either groups= or slice=/form=, not both", first_key_pos[other[0]])
         return GroupsStep(coll, fields["groups"])  # type: ignore[arg-type]
     if "slice" not in fields:
         if "form" in fields:
@@ -255,7 +253,7 @@ def parse_program(text: str, *, source: str | None = None) -> TextProgram:
             items.append(_parse_line(body.rstrip(), n, source))
         except ParseError:
             raise
-        except ModelError as err:  # a value check of Form/Instruction/GroupsStep
+        except ModelError as err:  # pragma: no cover - the scanner checks what the values check  # a value check of Form/Instruction/GroupsStep
             raise ParseError(str(err), line=n, column=len(body) - len(body.lstrip()) + 1, source=source) from err
         lines.append(n)
     if not items:
