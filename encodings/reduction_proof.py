@@ -144,7 +144,8 @@ def encode_reduction_proof(program: LoweredProgram, reduction_groups: Sequence[S
 
     ``meta``: ``outputs``/``targets`` (SMT-LIB terms per ``(device, chunk)``: an input symbol
     ``x_d_r`` or a defined sum ``s<i>``), ``definitions`` (``s<i>`` → its summands) and
-    ``layout_failure`` (a :class:`LayoutFailure` or ``None``)."""
+    ``layout_failure`` (a :class:`LayoutFailure` or ``None``), ``final_buffers`` (every device's
+    ``[(chunk label, term)]`` at the end, ``None`` when a step cannot run)."""
     import z3
 
     n = program.num_devices
@@ -184,4 +185,5 @@ def encode_reduction_proof(program: LoweredProgram, reduction_groups: Sequence[S
 
     return Encoded("z3", model, xs, decode,
                    meta={"outputs": outputs, "targets": targets, "definitions": terms.defs,
-                         "layout_failure": layout, "chunks": chunks, "num_devices": n})
+                         "layout_failure": layout, "chunks": chunks, "num_devices": n,
+                         "final_buffers": bufs if layout is None or layout.step is None else None})

@@ -91,7 +91,17 @@ def prove(program: LoweredProgram, reduction_groups: Sequence[Sequence[int]], ch
     enc = encode_reduction_proof(program, reduction_groups, k)
     lay = enc.meta["layout_failure"]
     if lay is not None:
-        return ProofResult("refuted", lay.detail, step=lay.step)
+        detail = lay.detail
+        if lay.device is not None:  # it ran, but a device ends with the wrong chunks: show what it holds
+            defs, memo = enc.meta["definitions"], {}
+            held = enc.meta["final_buffers"][lay.device][:4]
+            sums = [f"chunk {lab} = " + " + ".join((f"{c}·" if c != 1 else "") + f"x[{d}][{r}]" for (d, r), c
+                                                   in sorted(_coefficients(term, defs, memo).items()))
+                    for lab, term in held]
+            if sums:
+                detail += "; it holds " + ", ".join(sums) + (", …" if len(enc.meta["final_buffers"][lay.device]) > 4
+                                                             else "")
+        return ProofResult("refuted", detail, step=lay.step)
     backend = get_backend("z3")
     sol = backend.solve(enc, time_limit_s=time_limit_s)
     if sol.status is Status.INFEASIBLE:
