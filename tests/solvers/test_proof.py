@@ -82,6 +82,8 @@ def test_missing_contribution_shows_the_missing_devices():
 def test_layout_failures_need_no_solver():
     fig4a = prove(_lowered("fig4a_reducescatter_allreduce.txt"), GROUPS)
     assert fig4a.status == "refuted" and "device 0 ends holding chunks [0, 1]" in fig4a.reason
+    # the paper's explanation: the first and the second half of the result get reduced together
+    assert "chunk 0 = x[0][0] + x[0][2] + x[1][0] + x[1][2]" in fig4a.reason
     uneven = LoweredProgram((LoweredStep("ReduceScatter", ((0, 1, 8),)),), 16)
     res = prove(uneven, GROUPS)
     assert res.status == "refuted" and res.step == 1 and "splits 4 chunks over 3 devices" in res.reason
