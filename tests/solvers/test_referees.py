@@ -198,7 +198,7 @@ def _describe(m, reduce, lowered: LoweredProgram) -> str:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example, HealthCheck.data_too_large])
 @given(st.randoms(use_true_random=False))
 def test_referees_agree_on_hypothesis_programs(rng):
-    m, reduce, h = random_placement(rng)
+    m, reduce, h = random_placement(rng, max_devices=16)
     groups = m.reduction_groups(reduce)
     for _ in range(4):
         _, lowered = random_program(rng, h)
