@@ -215,11 +215,11 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5) -> SubProblem:
     def classes_of(c: Component):
         return tuple(tuple(uf.find(v) for v, _ in d) for d in c.dims)
 
-    def try_unify(c: Component, o: Component) -> bool:
+    def try_unify(c: Component, o: Component, spatial_only: bool = False) -> bool:
         """Identify c's variables with o's dimension by dimension (no clash within a statement)."""
         if len(c.dims) != len(o.dims) or c.residues != o.residues:
             return False
-        if len(c.version) != len(o.version) and not (c.stmt != o.stmt and not c.version):
+        if not spatial_only and len(c.version) != len(o.version) and not (c.stmt != o.stmt and not c.version):
             return False
         pairs = []
         for dc, do in zip(c.dims, o.dims):
@@ -231,7 +231,7 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5) -> SubProblem:
                 if dc[0][1] != do[0][1]:
                     return False
                 pairs.append((dc[0][0], do[0][0]))
-        if len(c.version) == len(o.version):
+        if len(c.version) == len(o.version) and not spatial_only:
             pairs += list(zip(c.version, o.version))
         trial = dict(uf.p)
         tuf = _UF([])
@@ -248,6 +248,12 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5) -> SubProblem:
         uf.p = trial
         return True
 
+    fed_by_other = {a: any((b, a) in sdg.edges for b in H if b != a) for a in H}
+    # 0) statements writing the same array element by element: one chain of versions
+    for n, o2 in enumerate(outs):
+        for o1 in outs[:n]:
+            if o1.array == o2.array and o1.stmt != o2.stmt:
+                try_unify(o2, o1, spatial_only=True)
     # 1) identify variables through reads of H arrays that translate an output
     matched: dict[int, Component] = {}
     for i, c in enumerate(comps):
@@ -262,22 +268,20 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5) -> SubProblem:
                 matched[i] = o
                 break
 
-    fed_by_other = {a: any((b, a) in sdg.edges for b in H if b != a) for a in H}
     terms: list[Term] = []
     order = {st.name: n for n, st in enumerate(prog.statements)}
 
-    # 2) Corollary 5.1 groups for arrays of H
-    for o in outs:
-        group = [o] + [c for i, c in enumerate(comps) if matched.get(i) is o]
-        # merge outputs of other writers with identical structure into the first one's group
-        key = (classes_of(o), tuple(uf.find(v) for v in o.version), o.residues)
-        if any(key == (classes_of(p), tuple(uf.find(v) for v in p.version), p.residues)
-               for p in outs if p is not o and outs.index(p) < outs.index(o) and p.array == o.array):
+    # 2) Corollary 5.1 groups for arrays of H (writers with the same spatial access form one chain)
+    done: set[int] = set()
+    for n, o in enumerate(outs):
+        if n in done:
             continue
-        for p in outs:
-            if p is not o and p.array == o.array and \
-                    key == (classes_of(p), tuple(uf.find(v) for v in p.version), p.residues):
-                group += [p] + [c for i, c in enumerate(comps) if matched.get(i) is p]
+        key = (o.array, classes_of(o), o.residues)
+        members = [m for m, p in enumerate(outs) if (p.array, classes_of(p), p.residues) == key]
+        done.update(members)
+        group = []
+        for m in members:
+            group += [outs[m]] + [c for i, c in enumerate(comps) if matched.get(i) is outs[m]]
         dims, t = _box(group, classes_of(o))
         vers = []
         for c in group:
@@ -287,7 +291,7 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5) -> SubProblem:
                 vers.append(-1)
             else:
                 vers.append(0)
-        vclasses = tuple(dict.fromkeys(uf.find(v) for v in o.version))
+        vclasses = tuple(dict.fromkeys(uf.find(v) for m in members for v in outs[m].version))
         if vclasses:
             tv = len(set(vers)) - 1
         else:  # no version loop: only an in-place read of the very element is an older version
