@@ -290,36 +290,26 @@ def _globally_max(problem: SubProblem, chi: sp.Expr, samples: int = 300) -> bool
     return True
 
 
-def closed_form(problem: SubProblem, relax):
-    """χ and tiles when every access term is a monomial: the AM-GM equality point.
-
-    Then the relaxation is exact; its equality conditions give the tiles, and
-    a feasible point attaining the bound is the maximum (the KKT point of the
-    geometric program).
-    """
-    if len(problem.work) != 1:
-        return None
-    P, F = problem.work_expr(), problem.access_expr()
+def _monomials(problem: SubProblem) -> dict[tuple, Fraction]:
     monos: dict[tuple, Fraction] = {}
     for term in problem.terms:
         for c, e in _posynomial(term):
             key = tuple(sorted((k, v) for k, v in e.items() if v != 0))
             monos[key] = monos.get(key, Fraction(0)) + c
-    D = problem.symbols
-    lower = sp.Add(*[sp.Rational(c.numerator, c.denominator)
-                     * sp.Mul(*[D[k] ** sp.Rational(v.numerator, v.denominator) for k, v in key])
-                     for key, c in monos.items()])
-    if sp.expand(F - lower) != 0:
-        return None
-    C, W, x = relax[0]
+    return monos
+
+
+def equality_tiles(problem: SubProblem, work_index: int = 0):
+    """Tiles |D|(X) where weighted AM-GM is tight for one work monomial (``None`` if undetermined)."""
+    monos = _monomials(problem)
     classes = list(problem.classes)
     L = {c: sp.Symbol(f"L_{c}") for c in classes}
     keys = [k for k in monos if k]
     A = [[dict(k).get(v, Fraction(0)) for v in classes] for k in keys]
-    res = max_le_one([Fraction(problem.work[0][1].count(v)) for v in classes], A)
+    res = max_le_one([Fraction(problem.work[work_index][1].count(v)) for v in classes], A)
     if res is None:
         return None
-    _, _, w = res
+    W, _, w = res
     Wr = sp.Rational(W.numerator, W.denominator)
     eqs = []
     for wj, k in zip(w, keys):
@@ -333,11 +323,39 @@ def closed_form(problem: SubProblem, relax):
     vals = next(iter(sol))
     free = set().union(*[v.free_symbols for v in vals]) & set(L.values())
     tiles = {c: sp.simplify(sp.exp(v.subs({f: 0 for f in free}))) for c, v in zip(classes, vals)}
-    chi = C * X ** Wr
+    for xv in (1e5, 1e9):
+        try:
+            if any(float(e.subs(X, xv)) < 1 - 1e-9 for e in tiles.values()):
+                return None
+        except (TypeError, ValueError):
+            return None
+    return tiles
+
+
+def closed_form(problem: SubProblem, relax):
+    """χ and tiles when every access term is a monomial: the AM-GM equality point.
+
+    Then the relaxation is exact; its equality conditions give the tiles, and
+    a feasible point attaining the bound is the maximum (the KKT point of the
+    geometric program).
+    """
+    if len(problem.work) != 1:
+        return None
+    P, F = problem.work_expr(), problem.access_expr()
+    monos = _monomials(problem)
+    D = problem.symbols
+    lower = sp.Add(*[sp.Rational(c.numerator, c.denominator)
+                     * sp.Mul(*[D[k] ** sp.Rational(v.numerator, v.denominator) for k, v in key])
+                     for key, c in monos.items()])
+    if sp.expand(F - lower) != 0:
+        return None
+    C, W, _ = relax[0]
+    tiles = equality_tiles(problem, 0)
+    if tiles is None:
+        return None
+    chi = C * X ** sp.Rational(W.numerator, W.denominator)
     for xv in (1e5, 1e9):
         num = {D[c]: float(e.subs(X, xv)) for c, e in tiles.items()}
-        if any(v < 1 - 1e-9 for v in num.values()):
-            return None
         if abs(float(F.subs(num)) - xv) > 1e-6 * xv or \
                 abs(float(P.subs(num)) - float(chi.subs(X, xv))) > 1e-6 * float(chi.subs(X, xv)):
             return None
@@ -391,7 +409,15 @@ def intensity(problem: SubProblem, *, budget_s: float = 0.5) -> Intensity:
             chi_relax, X0, rho = zr * X, sp.oo, zr
             notes.append("χ(X) ≤ z·X by dominating each statement's work with one access term")
     notes.append("KKT not solved symbolically: certified AM-GM relaxation (valid, possibly weaker)")
-    return Intensity(problem, "relaxation", chi_relax, X0, rho, {}, {}, W, tuple(notes))
+    tiles_x, tiles = {}, {}
+    if X0 != sp.oo:
+        top = max(range(len(relax)), key=lambda k: relax[k][1])
+        tiles_x = equality_tiles(problem, top) or {}
+        tiles = {c: sp.simplify(e.subs(X, X0)) for c, e in tiles_x.items()}
+        if tiles:
+            notes.append("tiles: AM-GM equality point of the relaxation for the leading statement "
+                         "(asymptotically optimal, lower-order terms ignored)")
+    return Intensity(problem, "relaxation", chi_relax, X0, rho, tiles, tiles_x, W, tuple(notes))
 
 
 def _argmin(chi: sp.Expr, *, budget_s: float):
