@@ -114,26 +114,23 @@ def lower_bounds(problem: SubProblem) -> dict[str, int]:
 
 
 def _continuous(intensity: Intensity, budget: float, low: dict, caps: dict):
+    """The continuous optimum: symbolic tiles |D|(X0) if feasible here, else a numeric search."""
     prob = intensity.problem
-    cands = []
+    sym_tiles = None
     if intensity.tiles_of_X:
         try:
-            cont = {c: float(sp.N(e.subs(X_SYM, budget))) for c, e in intensity.tiles_of_X.items()}
-            if all(low[c] - 1e-9 <= v <= caps[c] + 1e-9 for c, v in cont.items()):
-                cands.append(cont)
+            sym_tiles = {c: float(sp.N(e.subs(X_SYM, budget))) for c, e in intensity.tiles_of_X.items()}
         except (TypeError, ValueError):
-            pass
-    if not cands:
-        num, _ = numeric_tiles(prob, float(budget), caps=caps, lower=low)
-        if num is not None:
-            cands.append(num)
-    best, best_w = None, -1.0
-    for cand in cands:
-        if _real(prob, cand, "access") <= budget * (1 + 1e-9):
-            w = _real(prob, cand, "work")
-            if w > best_w:
-                best, best_w = cand, w
-    return best, best_w
+            sym_tiles = None
+    if sym_tiles and intensity.method == "kkt" and \
+            all(low[c] - 1e-9 <= v <= caps[c] + 1e-9 for c, v in sym_tiles.items()) and \
+            _real(prob, sym_tiles, "access") <= budget * (1 + 1e-9):
+        return sym_tiles, _real(prob, sym_tiles, "work")
+    init = [{c: min(max(v, low[c]), caps[c]) for c, v in sym_tiles.items()}] if sym_tiles else None
+    num, _ = numeric_tiles(prob, float(budget), caps=caps, lower=low, initial=init)
+    if num is None:
+        return None, -1.0
+    return num, _real(prob, num, "work")
 
 
 def _real(problem: SubProblem, D: dict, what: str) -> float:
