@@ -158,6 +158,7 @@ def report(res, values: dict[str, int], *, tiles: bool = True, time_limit_s: flo
              "leading_term": float(sp.N(res.leading.subs(subs).subs(S, values["S"]))),
              "rho": (math.inf if dom is None or dom.rho == sp.oo
                      else float(sp.N(dom.rho.subs(S, values["S"]))))}
+        v["bound_numeric"] = res.evaluate_numeric({k: x for k, x in values.items() if k != "p"})
         if "p" in values:
             v["parallel_bound"] = res.evaluate(values)
         out["values"] = v
@@ -194,7 +195,8 @@ def _print(rep: dict) -> None:
     con.print(f"  parallel  Q_p ≥ {rep['parallel_bound']}")
     if rep["values"]:
         v = rep["values"]
-        line = f"  value     Q ≥ {v['bound']:.6g} (leading term {v['leading_term']:.6g}, ρ = {v['rho']:.6g})"
+        line = (f"  value     Q ≥ {v['bound']:.6g} (leading term {v['leading_term']:.6g}, ρ = {v['rho']:.6g}); "
+                f"with X0 searched numerically Q ≥ {v['bound_numeric']:.6g}")
         if "parallel_bound" in v:
             line += f"; per processor {v['parallel_bound']:.6g}"
         con.print(line)

@@ -86,6 +86,19 @@ class ProgramBound:
                 return it
         raise ModelError(f"no subgraph {H}")
 
+    def evaluate_numeric(self, values: dict[str, float]) -> float:
+        """The bound at concrete sizes with each ρ_H minimized over X numerically (still valid)."""
+        s = float(values["S"])
+        subs = {sym(k): v for k, v in values.items() if k not in ("S", "p")}
+        total = 0.0
+        for a in self.arrays:
+            cands = [it for it in self.subgraphs if a.array in it.problem.arrays]
+            rho = max(it.rho_numeric(s) for it in cands)
+            if math.isinf(rho):
+                continue
+            total += float(sp.N(a.vertices.subs(subs))) / rho
+        return total / float(values.get("p", 1))
+
     def evaluate(self, values: dict[str, float]) -> float:
         missing = [p for p in self.program.params if p not in values]
         if missing or "S" not in values:

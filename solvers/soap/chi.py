@@ -86,6 +86,38 @@ class Intensity:
             return math.inf
         return float(self.rho.subs(S, s))
 
+    def rho_numeric(self, s: float) -> float:
+        """min over X > S of χ(X)/(X − S) at memory ``s``, searched numerically.
+
+        χ is exact (KKT) or a certified upper bound (relaxation), and every X > S
+        gives a valid intensity bound, so the numeric minimum is valid too; for
+        the relaxation of fused statements it improves on the symbolic X0 =
+        W·S/(W−1), which minimizes only the leading term.
+        """
+        if self.rho == sp.oo or self.chi is None:
+            return self.rho_at(s)
+        f = sp.lambdify(X, self.chi, "math")
+        best = self.rho_at(s)
+
+        def g(u: float) -> float:   # X = s·(1 + e^u)
+            x = s * (1.0 + math.exp(u))
+            try:
+                return float(f(x)) / (x - s)
+            except (OverflowError, ValueError, ZeroDivisionError):
+                return math.inf
+
+        grid = [k / 4.0 for k in range(-40, 80)]
+        vals = [g(u) for u in grid]
+        k = min(range(len(grid)), key=vals.__getitem__)
+        lo, hi = grid[max(0, k - 1)], grid[min(len(grid) - 1, k + 1)]
+        for _ in range(60):          # golden-section refinement around the best grid point
+            m1, m2 = lo + (hi - lo) * 0.382, lo + (hi - lo) * 0.618
+            if g(m1) <= g(m2):
+                hi = m2
+            else:
+                lo = m1
+        return min(best, vals[k], g((lo + hi) / 2))
+
 
 # -- posynomial lower bounds of the access sizes -------------------------------
 
