@@ -27,66 +27,11 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from meshplan.models.soap.access import Component, components, elements, sample_iterations
-from meshplan.models.soap.program import Program, Statement, sym
+from meshplan.models.soap.access import Component, components
+from meshplan.models.soap.program import Program
+from meshplan.models.soap.terms import Term, UnionFind, box, input_terms, tile_symbol
 
 __all__ = ["Term", "SubProblem", "Sdg", "build_sdg", "subgraph_problem", "tile_symbol"]
-
-
-def tile_symbol(cls: str) -> sp.Symbol:
-    """``|D^v|`` of tile variable ``v``: a positive real symbol ``D_v``."""
-    return sp.Symbol(f"D_{cls}", positive=True)
-
-
-@dataclass(frozen=True, slots=True)
-class Term:
-    """One access term of the dominator set of a (subgraph) statement.
-
-    ``kind``: ``input`` (Lemma 5.3), ``inout`` (Corollary 5.1, with the fused
-    version dimension ``version`` and its offset count ``t_version``) or
-    ``union`` (bounded overlap of ``parts``).  ``dims`` are the tile variables
-    of each box dimension (more than one: non-injective, section 5.5.3) and
-    ``t`` the offset counts |t̂^i|.
-    """
-
-    array: str
-    kind: str
-    dims: tuple[tuple[str, ...], ...]
-    t: tuple[int, ...]
-    version: tuple[str, ...] = ()
-    t_version: int = 0
-    parts: tuple[tuple[tuple[str, ...], ...], ...] = ()
-    label: str = ""
-
-    def size(self, D: dict[str, sp.Expr]) -> sp.Expr:
-        """The access-set lower bound as an expression of the tile sizes ``D``."""
-        def side(vs: tuple[str, ...]) -> sp.Expr:
-            if not vs:
-                return sp.Integer(1)
-            if len(vs) == 1:
-                return D[vs[0]]
-            return sp.Add(*[D[v] for v in vs]) / len(vs)  # mean ≤ max ≤ #distinct values
-
-        if self.kind == "union":
-            prods = [sp.Mul(*[side(d) for d in part]) for part in self.parts]
-            return sp.expand(sp.Add(*prods) / len(prods))  # mean ≤ max ≤ |union|
-        s = [side(d) for d in self.dims]
-        t = list(self.t)
-        if self.kind == "inout":
-            s.append(sp.Mul(*[D[v] for v in self.version]))
-            t.append(self.t_version)
-            return sp.expand(sp.Mul(*s) - sp.Mul(*[a - b for a, b in zip(s, t)]))
-        if not any(t):
-            return sp.Mul(*s)
-        return sp.expand(2 * sp.Mul(*s) - sp.Mul(*[a - b for a, b in zip(s, t)]))
-
-    def __str__(self) -> str:
-        def box(dims):
-            return "×".join("+".join(d) if d else "1" for d in dims) or "1"
-        if self.kind == "union":
-            return f"{self.array}: overlap of " + ", ".join(box(p) for p in self.parts)
-        v = f", version ({'·'.join(self.version) or '1'}) t={self.t_version}" if self.kind == "inout" else ""
-        return f"{self.array}: {self.kind} {box(self.dims)} t={list(self.t)}{v}"
 
 
 @dataclass(frozen=True)
@@ -182,22 +127,6 @@ def build_sdg(program: Program) -> Sdg:
     return Sdg(program, comps, vertices, frozenset(edges), inputs)
 
 
-class _UF:
-    def __init__(self, items):
-        self.p = {x: x for x in items}
-
-    def find(self, x):
-        while self.p[x] != x:
-            self.p[x] = self.p[self.p[x]]
-            x = self.p[x]
-        return self.p[x]
-
-    def union(self, a, b):
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.p[rb] = ra
-
-
 def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5) -> SubProblem:
     """The subgraph statement ``St_H`` of Definition 5.6 as a :class:`SubProblem`."""
     prog = sdg.program
@@ -207,7 +136,7 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5) -> SubProblem:
     for st in stmts:
         for v in st.vars:
             owner.setdefault(v, set()).add(st.name)
-    uf = _UF(list(owner))
+    uf = UnionFind(list(owner))
     comps = [c for st in stmts for c in sdg.comps[st.name]]
     outs = [c for c in comps if c.role == "out"]
     notes: list[str] = []
@@ -234,7 +163,7 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5) -> SubProblem:
         if len(c.version) == len(o.version) and not spatial_only:
             pairs += list(zip(c.version, o.version))
         trial = dict(uf.p)
-        tuf = _UF([])
+        tuf = UnionFind([])
         tuf.p = trial
         for a, b in pairs:
             tuf.union(a, b)
@@ -282,7 +211,7 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5) -> SubProblem:
         group = []
         for m in members:
             group += [outs[m]] + [c for i, c in enumerate(comps) if matched.get(i) is outs[m]]
-        dims, t = _box(group, classes_of(o))
+        dims, t = box(group, classes_of(o))
         vers = []
         for c in group:
             if c.role == "out":
@@ -315,7 +244,7 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5) -> SubProblem:
             continue
         inputs.setdefault(c.array, []).append(c)
     for arr, cs in inputs.items():
-        terms += _input_terms(arr, cs, classes_of, uf, prog, sample_size, notes)
+        terms += input_terms(arr, cs, classes_of, uf, prog, sample_size, notes)
     classes = tuple(dict.fromkeys(uf.find(v) for st in stmts for v in st.vars))
     work = tuple((st.name, tuple(uf.find(v) for v in st.vars)) for st in stmts)
     members = {cl: tuple(v for v in owner if uf.find(v) == cl) for cl in classes}
@@ -333,98 +262,3 @@ def _writer_of(c: Component, group) -> str:
         if o.stmt == c.stmt:
             return o.stmt
     return outs[0].stmt
-
-
-def _box(group, dims_classes, version=()):
-    """Distinct box dimensions (by variables) and offset counts |t̂| over a group.
-
-    ``version`` (input arrays rewritten by a loop outside ``H``) adds one box
-    dimension per version loop: each iteration reads another version.
-    """
-    keyed: dict[tuple, list[int]] = {}
-    for d, cls in enumerate(dims_classes):
-        keyed.setdefault(cls, []).append(d)
-    dims, t = [], []
-    for cls, idx in keyed.items():
-        offs = {tuple(sp.simplify(c.offsets[d]) for d in idx) for c in group}
-        dims.append(cls)
-        t.append(len(offs) - 1)
-    used = {v for cls in keyed for v in cls}
-    for v in dict.fromkeys(version):
-        if v not in used:
-            dims.append((v,))
-            t.append(0)
-    return tuple(dims), tuple(t)
-
-
-def _input_terms(arr, cs, classes_of, uf, prog: Program, sample_size: int, notes: list[str]):
-    groups: list[list[Component]] = []
-    for c in cs:
-        key = (classes_of(c), tuple(uf.find(v) for v in c.version), c.residues)
-        for g in groups:
-            g0 = g[0]
-            if key == (classes_of(g0), tuple(uf.find(v) for v in g0.version), g0.residues):
-                g.append(c)
-                break
-        else:
-            groups.append([c])
-    def vers(c):
-        return tuple(uf.find(v) for v in c.version)
-
-    if len(groups) == 1:
-        dims, t = _box(groups[0], classes_of(groups[0][0]), vers(groups[0][0]))
-        return [Term(arr, "input", dims, t, label=str(groups[0][0].access))]
-    # pairwise overlap (sampled), union-find over overlapping groups
-    params = {p: sample_size for p in prog.params}
-    sets = []
-    for g in groups:
-        s: set[tuple] = set()
-        for c in g:
-            st = prog.statement(c.stmt)
-            s |= elements(c, st, sample_iterations(st, params), params)
-        sets.append(s)
-    guf = _UF(range(len(groups)))
-    for a, b in itertools.combinations(range(len(groups)), 2):
-        ga, gb = groups[a][0], groups[b][0]
-        if len(ga.version) != len(gb.version) or not (sets[a] & sets[b]):
-            continue
-        if _triangular(ga, gb, prog):
-            notes.append(f"{ga.stmt}: {ga.access} and {gb.access} overlap only on the diagonal of a "
-                         "triangular domain: counted as two arrays (section 4.6.2)")
-            continue
-        guf.union(a, b)
-    merged: dict[int, list[int]] = {}
-    for k in range(len(groups)):
-        merged.setdefault(guf.find(k), []).append(k)
-    terms = []
-    for ks in merged.values():
-        if len(ks) == 1:
-            g = groups[ks[0]]
-            dims, t = _box(g, classes_of(g[0]), vers(g[0]))
-            terms.append(Term(arr, "input", dims, t, label=str(g[0].access)))
-            if len(groups) > 1:
-                notes.append(f"{g[0].stmt}: {arr} accesses {g[0].access} are disjoint from the other "
-                             "accesses: a separate array (section 5.5.1)")
-        else:
-            parts = tuple(_box(groups[k], classes_of(groups[k][0]), vers(groups[k][0]))[0] for k in ks)
-            terms.append(Term(arr, "union", (), (), parts=parts,
-                              label=" ∪ ".join(str(groups[k][0].access) for k in ks)))
-            notes.append(f"{arr}: overlapping accesses {', '.join(str(groups[k][0].access) for k in ks)}: "
-                         "bounded overlap, |∪| ≥ mean of the parts (section 5.5.3)")
-    return terms
-
-
-def _triangular(a: Component, b: Component, prog: Program) -> bool:
-    """``a`` and ``b`` differ by swapping two variables whose loop bounds are ordered."""
-    if a.stmt != b.stmt or len(a.dims) != len(b.dims):
-        return False
-    diff = [(da, db) for da, db in zip(a.dims, b.dims) if da != db]
-    if len(diff) != 1 or len(diff[0][0]) != 1 or len(diff[0][1]) != 1:
-        return False
-    u, v = diff[0][0][0][0], diff[0][1][0][0]
-    st: Statement = prog.statement(a.stmt)
-    for lp in st.loops:
-        if (lp.var == v and sym(u) in (lp.lower.free_symbols | lp.upper.free_symbols)) or \
-                (lp.var == u and sym(v) in (lp.lower.free_symbols | lp.upper.free_symbols)):
-            return True
-    return False

@@ -29,13 +29,14 @@ from fractions import Fraction
 import numpy as np
 import sympy as sp
 
-from meshplan.models.soap.sdg import SubProblem, Term
-from meshplan.solvers.soap.lp import max_le_one
+from meshplan.models.soap.sdg import SubProblem
+from meshplan.solvers.soap.numeric import numeric_tiles
+from meshplan.solvers.soap.relax import closed_form, equality_tiles, linear_domination, relaxation
+from meshplan.solvers.soap.symbols import S, X
 
-__all__ = ["X", "S", "Intensity", "intensity", "relaxation", "kkt", "numeric_tiles"]
+__all__ = ["X", "S", "Intensity", "intensity", "kkt", "relaxation", "linear_domination", "closed_form",
+           "equality_tiles", "numeric_tiles"]
 
-X = sp.Symbol("X", positive=True)
-S = sp.Symbol("S", positive=True)
 _LAM = sp.Symbol("lambda_", positive=True)
 
 
@@ -117,113 +118,6 @@ class Intensity:
             else:
                 lo = m1
         return min(best, vals[k], g((lo + hi) / 2))
-
-
-# -- posynomial lower bounds of the access sizes -------------------------------
-
-def _sides(vs: tuple[str, ...]) -> list[tuple[Fraction, dict[str, Fraction]]]:
-    """A box side as monomials: one variable, or the mean of several (section 5.5.3)."""
-    if not vs:
-        return [(Fraction(1), {})]
-    return [(Fraction(1, len(vs)), {v: Fraction(1)}) for v in vs]
-
-
-def _mul(a, b):
-    return [(ca * cb, _add(ea, eb)) for ca, ea in a for cb, eb in b]
-
-
-def _add(a: dict, b: dict) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = out.get(k, 0) + v
-    return out
-
-
-def _posynomial(term: Term) -> list[tuple[Fraction, dict[str, Fraction]]]:
-    """Monomials ``c·∏ D^e`` whose sum is ≤ the term's size for all |D| ≥ t̂."""
-    def box(dims):
-        out = [(Fraction(1), {})]
-        for d in dims:
-            out = _mul(out, _sides(d))
-        return out
-
-    if term.kind == "union":
-        return [(c / len(term.parts), e) for part in term.parts for c, e in box(part)]
-    sides = [_sides(d) for d in term.dims]
-    t = list(term.t)
-    if term.kind == "inout":
-        sides.append([(Fraction(1), {v: Fraction(1) for v in term.version})])
-        t.append(term.t_version)
-        act = [i for i, ti in enumerate(t) if ti > 0]
-        out = []
-        for i in act:   # ∏s - ∏(s-t) ≥ t_i ∏_{k≠i} s_k for every i, so ≥ their mean
-            mon = [(Fraction(t[i], len(act)), {})]
-            for k, sd in enumerate(sides):
-                if k != i:
-                    mon = _mul(mon, sd)
-            out += mon
-        return out
-    out = [(Fraction(1), {})]
-    for sd in sides:
-        out = _mul(out, sd)
-    return out   # Lemma 5.3: ≥ ∏ s
-
-
-def relaxation(problem: SubProblem):
-    """Per work monomial ``(C, W, x)`` with ``χ_s(X) ≤ C·X^W``; ``None`` if χ is unbounded."""
-    monos: dict[tuple, Fraction] = {}
-    for term in problem.terms:
-        for c, e in _posynomial(term):
-            key = tuple(sorted((k, v) for k, v in e.items() if v != 0))
-            monos[key] = monos.get(key, Fraction(0)) + c
-    keys = [k for k in monos if k]
-    classes = list(problem.classes)
-    A = [[dict(k).get(v, Fraction(0)) for v in classes] for k in keys]
-    out = []
-    for _, cls in problem.work:
-        a = [Fraction(cls.count(v)) for v in classes]
-        if not A:
-            return None
-        res = max_le_one(a, A)
-        if res is None:
-            return None
-        W, x, w = res
-        C = sp.Integer(1)
-        for wj, k in zip(w, keys):
-            if wj > 0:
-                C *= (sp.Rational(wj.numerator, wj.denominator)
-                      / (sp.Rational(W.numerator, W.denominator) * sp.Rational(monos[k].numerator,
-                                                                                monos[k].denominator))) \
-                    ** sp.Rational(wj.numerator, wj.denominator)
-        out.append((sp.nsimplify(C), W, dict(zip(classes, x))))
-    return out
-
-
-def linear_domination(problem: SubProblem):
-    """``z`` with χ(X) ≤ z·X, from assigning each work monomial to an access monomial ≥ it.
-
-    If every exponent of an access monomial ``c_j n_j`` is ≥ that of a work
-    monomial ``m_s`` then ``m_s ≤ n_j`` for all |D| ≥ 1; assigning each ``m_s``
-    to such a ``j`` gives ``Σ m_s ≤ max_j (load_j / c_j) · Σ c_j n_j ≤ z·X``.
-    Tighter than the AM-GM sum when several statements share the work
-    (``None`` when some work monomial is dominated by no access monomial).
-    """
-    monos: dict[tuple, Fraction] = {}
-    for term in problem.terms:
-        for c, e in _posynomial(term):
-            key = tuple(sorted((k, v) for k, v in e.items() if v != 0))
-            monos[key] = monos.get(key, Fraction(0)) + c
-    load: dict[tuple, Fraction] = {k: Fraction(0) for k in monos}
-    works = sorted((tuple(sorted((v, Fraction(cls.count(v))) for v in set(cls))) for _, cls in problem.work),
-                   key=lambda w: -sum(e for _, e in w))
-    for w in works:
-        a = dict(w)
-        cands = [k for k in monos if all(dict(k).get(v, 0) >= e for v, e in a.items())]
-        if not cands:
-            return None
-        best = min(cands, key=lambda k: (load[k] + 1) / monos[k])
-        load[best] += 1
-    return max(load[k] / monos[k] for k in monos)
 
 
 # -- KKT ------------------------------------------------------------------------
@@ -322,78 +216,6 @@ def _globally_max(problem: SubProblem, chi: sp.Expr, samples: int = 300) -> bool
     return True
 
 
-def _monomials(problem: SubProblem) -> dict[tuple, Fraction]:
-    monos: dict[tuple, Fraction] = {}
-    for term in problem.terms:
-        for c, e in _posynomial(term):
-            key = tuple(sorted((k, v) for k, v in e.items() if v != 0))
-            monos[key] = monos.get(key, Fraction(0)) + c
-    return monos
-
-
-def equality_tiles(problem: SubProblem, work_index: int = 0):
-    """Tiles |D|(X) where weighted AM-GM is tight for one work monomial (``None`` if undetermined)."""
-    monos = _monomials(problem)
-    classes = list(problem.classes)
-    L = {c: sp.Symbol(f"L_{c}") for c in classes}
-    keys = [k for k in monos if k]
-    A = [[dict(k).get(v, Fraction(0)) for v in classes] for k in keys]
-    res = max_le_one([Fraction(problem.work[work_index][1].count(v)) for v in classes], A)
-    if res is None:
-        return None
-    W, _, w = res
-    Wr = sp.Rational(W.numerator, W.denominator)
-    eqs = []
-    for wj, k in zip(w, keys):
-        if wj > 0:
-            cj = sp.Rational(monos[k].numerator, monos[k].denominator)
-            eqs.append(sp.Add(*[sp.Rational(v.numerator, v.denominator) * L[n] for n, v in k])
-                       - sp.log(sp.Rational(wj.numerator, wj.denominator) * X / (Wr * cj)))
-    sol = sp.linsolve(eqs, [L[c] for c in classes])
-    if not sol:
-        return None
-    vals = next(iter(sol))
-    free = set().union(*[v.free_symbols for v in vals]) & set(L.values())
-    tiles = {c: sp.simplify(sp.exp(v.subs({f: 0 for f in free}))) for c, v in zip(classes, vals)}
-    for xv in (1e5, 1e9):
-        try:
-            if any(float(e.subs(X, xv)) < 1 - 1e-9 for e in tiles.values()):
-                return None
-        except (TypeError, ValueError):
-            return None
-    return tiles
-
-
-def closed_form(problem: SubProblem, relax):
-    """χ and tiles when every access term is a monomial: the AM-GM equality point.
-
-    Then the relaxation is exact; its equality conditions give the tiles, and
-    a feasible point attaining the bound is the maximum (the KKT point of the
-    geometric program).
-    """
-    if len(problem.work) != 1:
-        return None
-    P, F = problem.work_expr(), problem.access_expr()
-    monos = _monomials(problem)
-    D = problem.symbols
-    lower = sp.Add(*[sp.Rational(c.numerator, c.denominator)
-                     * sp.Mul(*[D[k] ** sp.Rational(v.numerator, v.denominator) for k, v in key])
-                     for key, c in monos.items()])
-    if sp.expand(F - lower) != 0:
-        return None
-    C, W, _ = relax[0]
-    tiles = equality_tiles(problem, 0)
-    if tiles is None:
-        return None
-    chi = C * X ** sp.Rational(W.numerator, W.denominator)
-    for xv in (1e5, 1e9):
-        num = {D[c]: float(e.subs(X, xv)) for c, e in tiles.items()}
-        if abs(float(F.subs(num)) - xv) > 1e-6 * xv or \
-                abs(float(P.subs(num)) - float(chi.subs(X, xv))) > 1e-6 * float(chi.subs(X, xv)):
-            return None
-    return chi, tiles
-
-
 # -- intensity ---------------------------------------------------------------------
 
 def intensity(problem: SubProblem, *, budget_s: float = 0.5) -> Intensity:
@@ -478,58 +300,3 @@ def _argmin(chi: sp.Expr, *, budget_s: float):
         lim = sp.limit(chi / X, X, sp.oo)
         return sp.oo if lim.is_finite else None
     return min(good, key=lambda r: float((chi / (X - S)).subs(X, r).subs(S, 1e6)))
-
-
-def numeric_tiles(problem: SubProblem, budget: float, *, starts: int = 4, caps: dict | None = None,
-                  lower: dict | None = None, initial: list[dict] | None = None):
-    """Real tiles with the most work subject to Σ|A|(D) ≤ budget (a local search, not certified)."""
-    classes = list(problem.classes)
-    Dsym = [problem.symbols[c] for c in classes]
-    Pf = sp.lambdify([Dsym], problem.work_expr(), "numpy")
-    Ff = sp.lambdify([Dsym], problem.access_expr(), "numpy")
-    lo = np.array([math.log(lower[c]) if lower and c in lower else 0.0 for c in classes])
-    hi = np.array([math.log(caps[c]) if caps and c in caps else 40.0 for c in classes])
-    if float(Ff(np.exp(lo))) > budget:
-        return None, 0.0
-
-    def project(y):
-        """Scale y (from the lower corner) back onto Σ|A| ≤ budget."""
-        y = np.clip(y, lo, hi)
-        if float(Ff(np.exp(y))) <= budget:
-            return y
-        a, b = 0.0, 1.0
-        for _ in range(32):
-            mid = (a + b) / 2
-            if float(Ff(np.exp(lo + mid * (y - lo)))) <= budget:
-                a = mid
-            else:
-                b = mid
-        return lo + a * (y - lo)
-
-    rng = np.random.default_rng(1)
-    best_y, best = None, -math.inf
-    n = len(classes)
-    inits = [np.array([math.log(max(1.0, float(p[c]))) for c in classes]) for p in (initial or [])]
-    inits += [lo + rng.random(n) * (hi - lo) for _ in range(starts)]
-    for y0 in inits:
-        y = project(y0)
-        cur = float(Pf(np.exp(y)))
-        step = 1.0
-        while step > 1e-3:
-            improved = False
-            for i in range(n):
-                for j in range(n):
-                    for sgn in (1.0, -1.0):
-                        z = y.copy()
-                        z[i] += sgn * step
-                        if j != i:
-                            z[j] -= sgn * step
-                        z = project(z)
-                        v = float(Pf(np.exp(z)))
-                        if v > cur * (1 + 1e-12):
-                            y, cur, improved = z, v, True
-            if not improved:
-                step /= 2
-        if cur > best:
-            best, best_y = cur, y
-    return {c: float(math.exp(v)) for c, v in zip(classes, best_y)}, best
