@@ -82,7 +82,13 @@ def run(args) -> int:
                          f"(parameters: {', '.join(sorted(known))})")
     reports = []
     for prog in programs:
-        res = analyze(prog)
+        try:
+            res = analyze(prog)
+        except SoapViolation as err:
+            if len(programs) == 1:
+                raise
+            raise SoapViolation(str(err).split("violated: ", 1)[-1], condition=err.condition,
+                                statement=f"{err.statement} of function {prog.name}") from err
         if args.strict:
             bad = [f for f in res.findings if f.status != "ok"]
             if bad:
@@ -153,6 +159,9 @@ def report(res, values: dict[str, int], *, tiles: bool = True, time_limit_s: flo
         "values": None,
         "integer_tiles": None,
     }
+    missing = [p for p in prog.params if p not in values] + ([] if "S" in values else ["S"])
+    if values and missing:
+        out["notes"].append(f"give {', '.join(missing)} in --params to evaluate the bound and compute tiles")
     if complete:
         v = {"bound": res.evaluate({k: x for k, x in values.items() if k != "p"}),
              "leading_term": float(sp.N(res.leading.subs(subs).subs(S, values["S"]))),

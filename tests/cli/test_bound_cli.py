@@ -79,3 +79,13 @@ def test_strict_rejects_projections(capsys):
     assert code == 2 and "SOAP condition" in err and "--strict" in err
     code, _, _ = run(capsys, "bound", str(EX / "stencil_5_1.py"), "--strict")
     assert code == 0
+
+
+def test_violation_in_one_of_several_functions_names_the_function(tmp_path, capsys):
+    f = tmp_path / "two.py"
+    f.write_text("def ok(N):\n    for i in range(N):\n        y[i] += x[i]\n\n"
+                 "def bad(N):\n    for i in range(N):\n        for j in range(N):\n            A[i * j] += B[i]\n")
+    code, _, err = run(capsys, "bound", str(f))
+    assert code == 2 and "function bad" in err and "condition 5" in err
+    code, out, _ = run(capsys, "bound", str(f), "--function", "ok", "--json")
+    assert code == 0 and json.loads(out)["program"] == "ok"
