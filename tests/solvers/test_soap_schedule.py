@@ -159,3 +159,24 @@ def g(N):
 """)
     res = analyze(p)
     assert _bound(res, {"N": n}, memory) <= run_program_order(p, {"N": n}, memory)
+
+
+@st.composite
+def einsums(draw):
+    letters = draw(st.lists(st.sampled_from("ijkl"), min_size=1, max_size=4, unique=True))
+    ops = [draw(st.lists(st.sampled_from(letters), min_size=1, max_size=3)) for _ in range(draw(st.integers(1, 3)))]
+    used = sorted({c for o in ops for c in o})
+    out = draw(st.lists(st.sampled_from(used), max_size=len(used), unique=True))
+    return ",".join("".join(o) for o in ops) + "->" + "".join(out)
+
+
+@settings(max_examples=15, deadline=None)
+@given(einsums(), st.integers(8, 24))
+def test_generated_einsums_respect_their_bound(spec, memory):
+    from meshplan.models.soap import parse_einsum
+
+    p = parse_einsum(spec)
+    res = analyze(p)
+    params = {k: 4 for k in p.params}
+    bound = _bound(res, params, memory)
+    assert 0 <= bound <= run_program_order(p, params, memory), spec
