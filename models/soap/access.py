@@ -170,7 +170,7 @@ def check_conditions(program: Program) -> list[Finding]:
         nonin = [c for c in comps if not c.single]
         if nonin:
             out.append(Finding(st.name, "5", "projected",
-                               f"non-injective access {nonin[0].access}: bounded overlap max(|D^u|,|D^v|) per "
+                               f"non-injective access {nonin[0].access}: bounded overlap, max(|D^u|,|D^v|) ≥ their mean per "
                                "dimension (section 5.5.3)"))
         else:
             out.append(Finding(st.name, "5", "ok", "all access components are injective"))
