@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -60,7 +61,14 @@ def run_mpi(np: int, argv: Sequence[str], *, timeout_s: float = 120.0,
     """
     if np < 1:
         raise MeshplanError(f"--np must be at least 1, got {np}")
-    cmd = [mpiexec_path(), "-n", str(np), sys.executable, *argv]
+    # `python -m meshplan…` would put the working directory first on sys.path; from a checkout's
+    # root that finds the source folder `meshplan/` (which lacks the mapped layer packages)
+    # instead of the installed package.  -P (Python ≥ 3.11) keeps it off; older Pythons start
+    # in a neutral directory instead.
+    safe = ["-P"] if sys.version_info >= (3, 11) else []
+    if not safe and cwd is None:
+        cwd = tempfile.gettempdir()
+    cmd = [mpiexec_path(), "-n", str(np), sys.executable, *safe, *argv]
     full_env = dict(os.environ)
     full_env.setdefault("PYTHONUNBUFFERED", "1")
     # a hydra launcher on a single machine: fork, no ssh
