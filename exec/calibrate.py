@@ -28,14 +28,12 @@ Run inside MPI as ``python -m meshplan.exec.calibrate JOB.json``; outside, call
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from typing import Any
 
 import numpy as np
 
-from meshplan.exec.launch import run_mpi_json
+from meshplan.exec.launch import read_job, run_mpi_job
 from meshplan.models.errors import ModelError
 from meshplan.models.reduction.lowering import LoweredStep
 from meshplan.models.reduction.state import initial_context
@@ -79,13 +77,7 @@ def calibrate(shape: System, *, nbytes: int = 1 << 20, iters: int = 5, timeout_s
         raise ModelError(f"--iters must be at least 1, got {iters}")
     levels = [j for j, lv in enumerate(shape.levels) if lv.size > 1]
     job = {"sizes": list(shape.sizes), "bytes": int(nbytes), "iters": int(iters), "levels": levels}
-    fd, path = tempfile.mkstemp(prefix="meshplan-calibrate-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(job, fh)
-        raw = run_mpi_json(n, ["-m", "meshplan.exec.calibrate", path], timeout_s=timeout_s)
-    finally:
-        os.unlink(path)
+    raw = run_mpi_job(n, "meshplan.exec.calibrate", job, timeout_s=timeout_s)
     by_level = {m["level"]: m for m in raw["levels"]}
     new_levels = []
     for j, lv in enumerate(shape.levels):
@@ -228,11 +220,9 @@ def main(argv: list[str] | None = None) -> None:
 
     from meshplan.exec.mpi_guard import abort_on_error
 
-    argv = sys.argv[1:] if argv is None else argv
     comm = MPI.COMM_WORLD
     with abort_on_error(comm):
-        with open(argv[0]) as fh:
-            job = json.load(fh)
+        job = read_job(argv)
         sizes, nbytes, iters = tuple(job["sizes"]), int(job["bytes"]), int(job["iters"])
         rank = comm.Get_rank()
         small = np.zeros(1, dtype=np.float64)

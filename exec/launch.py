@@ -22,7 +22,8 @@ from typing import Any, Sequence
 
 from meshplan.models.errors import MeshplanError, VerificationError
 
-__all__ = ["MpiRunError", "MpiResult", "mpiexec_path", "run_mpi", "run_mpi_json", "MAX_TEST_RANKS"]
+__all__ = ["MpiRunError", "MpiResult", "mpiexec_path", "run_mpi", "run_mpi_json", "run_mpi_job", "read_job",
+           "MAX_TEST_RANKS"]
 
 #: the CI machine has 2 cores; tests oversubscribe up to this many ranks
 MAX_TEST_RANKS = 8
@@ -102,6 +103,25 @@ def run_mpi_json(np: int, argv: Sequence[str], **kw: Any) -> Any:
         return json.loads(lines[-1])
     except json.JSONDecodeError as err:
         raise MpiRunError(f"MPI job did not print JSON: {lines[-1][:200]!r}") from err
+
+
+def run_mpi_job(np: int, module: str, job: Any, **kw: Any) -> Any:
+    """Run ``python -m module JOBFILE`` on ``np`` ranks, ``job`` written as JSON to a temporary
+    file (read by the ranks with :func:`read_job`); returns the JSON rank 0 prints."""
+    fd, path = tempfile.mkstemp(prefix=f"meshplan-{module.rsplit('.', 1)[-1]}-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(job, fh)
+        return run_mpi_json(np, ["-m", module, path], **kw)
+    finally:
+        os.unlink(path)
+
+
+def read_job(argv: Sequence[str] | None = None) -> Any:
+    """Inside a rank: the job that :func:`run_mpi_job` wrote (path = first argument)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    with open(args[0]) as fh:
+        return json.load(fh)
 
 
 def _tail(text: str, n: int = 6) -> str:

@@ -32,15 +32,12 @@ This module holds what does not need MPI:
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
-from meshplan.exec.launch import run_mpi_json
+from meshplan.exec.launch import run_mpi_job
 from meshplan.models.errors import ModelError
 from meshplan.models.reduction.lowering import LoweredProgram, LoweredStep
 from meshplan.models.reduction.semantics import RuleViolation, apply_step
@@ -261,13 +258,7 @@ def run_programs(specs: Sequence[ProgramSpec], *, np_: int, nbytes: int, repeats
                              f"{s.program.num_devices} (one MPI rank per device)")
     job = {"dtype": dtype, "bytes": int(nbytes), "repeats": int(repeats), "seed": int(seed),
            "programs": [s.to_json() for s in specs], "fault": fault}
-    fd, path = tempfile.mkstemp(prefix="meshplan-run-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(job, fh)
-        out = run_mpi_json(np_, ["-m", "meshplan.exec.reduction_main", path], timeout_s=timeout_s)
-    finally:
-        os.unlink(path)
+    out = run_mpi_job(np_, "meshplan.exec.reduction_main", job, timeout_s=timeout_s)
     runs = []
     for r in out["programs"]:
         runs.append(ProgramRun(

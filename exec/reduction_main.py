@@ -31,6 +31,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from meshplan.exec.launch import read_job
 from meshplan.exec.mpi_guard import abort_on_error
 from meshplan.exec.reduction import (ByteCounter, CountingComm, NotExecutable, chunk_elements, chunk_layouts,
                                      gather_order)
@@ -231,11 +232,9 @@ def run_one(comm, comms: Comms, data: _Data, spec: dict, nbytes: int, repeats: i
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
     comm = MPI.COMM_WORLD
     with abort_on_error(comm):
-        with open(argv[0]) as fh:
-            job = json.load(fh)
+        job = read_job(argv)
         nbytes, repeats = int(job["bytes"]), int(job.get("repeats", 5))
         data = _Data(int(job.get("seed", 0)), job.get("dtype", "int64"))
         comms = Comms(comm, ByteCounter())

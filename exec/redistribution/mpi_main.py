@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
+from meshplan.exec.launch import read_job
 from meshplan.exec.mpi_guard import abort_on_error
 from meshplan.exec.redistribution.tiles import make_tile, numpy_dtype
 from meshplan.models.redistribution.collectives import AllGather, AllPermute, AllToAll, DynSlice
@@ -175,11 +176,9 @@ def run_program(comm, actions: list[_Action], tile: np.ndarray, *, check: bool =
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
     comm = MPI.COMM_WORLD
     with abort_on_error(comm):
-        with open(argv[0]) as fh:
-            job = json.load(fh)
+        job = read_job(argv)
         dtype = numpy_dtype(job.get("dtype", "f32"))
         repeats = int(job.get("repeats", 3))
         comms = _Comms(comm)

@@ -8,13 +8,10 @@ Many problems go into one ``mpiexec`` launch (the machine has few cores):
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from dataclasses import dataclass
 from typing import Sequence
 
-from meshplan.exec.launch import run_mpi_json
+from meshplan.exec.launch import run_mpi_job
 from meshplan.models.errors import MeshplanError
 from meshplan.models.redistribution.serialize import step_to_dict
 from meshplan.solvers.redistribution.plan import Plan
@@ -56,14 +53,9 @@ def run_plans(jobs: Sequence[dict[str, Plan]], *, np: int | None = None, dtype: 
             "dst": str(first.dst),
             "programs": {name: [step_to_dict(s.step) for s in p.steps] for name, p in job.items()},
         })
-    fd, path = tempfile.mkstemp(prefix="meshplan-redist-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump({"dtype": dtype, "repeats": repeats, "problems": problems,
-                       "inject_fault": inject_fault}, fh)
-        out = run_mpi_json(np, ["-m", "meshplan.exec.redistribution.mpi_main", path], timeout_s=timeout_s)
-    finally:
-        os.unlink(path)
+    out = run_mpi_job(np, "meshplan.exec.redistribution.mpi_main",
+                      {"dtype": dtype, "repeats": repeats, "problems": problems, "inject_fault": inject_fault},
+                      timeout_s=timeout_s)
     results = []
     for res in out["results"]:
         results.append({name: RunResult(r["verified"], r["peak_tile_bytes"], r["peak_live_bytes"],

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 
 from meshplan.models.errors import ModelError, ParseError
-from meshplan.models.reduction.hierarchy import ROOT, SynthesisHierarchy
+from meshplan.models.reduction.hierarchy import SynthesisHierarchy
 from meshplan.models.reduction.semantics import COLLECTIVES
 
 __all__ = ["Form", "Instruction", "Program", "GroupSpec", "group_spec", "point_groups", "instructions",

@@ -18,7 +18,6 @@ Rules (``rows`` = non-empty rows, ``⊕`` = addition of disjoint rows):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 from meshplan.models.errors import VerificationError
