@@ -139,10 +139,40 @@ def components(program: Program, st: Statement, order: int) -> list[Component]:
                 else:  # loops around both along which w rewrites the same element
                     wout = {v for e in w.output.index for v in map(str, e.free_symbols)}
                     cand = tuple(lp.var for lp in _common_loops(st, w) if lp.var not in wout)
+                # a read translated from w's output along loop u sees one version per value of
+                # any version loop nested inside u (the element is rewritten only when u reaches it)
+                if not _compatible(dims, w):
+                    cand = ()   # w never writes an element of this shape: no versions from w
+                shifted = _shifted_vars(dims, offs, w, st)
+                pos = {v: n for n, v in enumerate(st.vars)}
+                cand = tuple(v for v in cand if all(pos[v] < pos.get(u, -1) for u in shifted))
                 vs += [v for v in cand if v not in used and v not in vs]
             version = tuple(v for v in st.vars if v in vs)
         comps.append(Component(st.name, order, acc.array, role, acc, dims, offs, res, version))
     return comps
+
+
+def _compatible(dims, w: Statement) -> bool:
+    """Same rank as ``w``'s output, one variable (same coefficient) or none per dimension alike."""
+    wdims = [_decompose(e, set(w.vars), w, w.output)[0] for e in w.output.index]
+    if len(wdims) != len(dims):
+        return False
+    for d, wd in zip(dims, wdims):
+        if len(d) != len(wd) or (len(d) == 1 and d[0][1] != wd[0][1]) or (len(d) > 1 and d != wd):
+            return False
+    return True
+
+
+def _shifted_vars(dims, offs, w: Statement, reader: Statement) -> set[str]:
+    """Reader variables of dimensions read at a constant offset from ``w``'s output."""
+    out: set[str] = set()
+    wdims = [_decompose(e, set(w.vars), w, w.output) for e in w.output.index]
+    if len(wdims) != len(dims):
+        return out
+    for d, o, (wd, wo, _) in zip(dims, offs, wdims):
+        if len(d) == 1 and len(wd) == 1 and d[0][1] == wd[0][1] and sp.simplify(o - wo) != 0:
+            out.add(d[0][0])
+    return out
 
 
 def _common_loops(a: Statement, b: Statement):
