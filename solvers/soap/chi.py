@@ -229,6 +229,9 @@ def intensity(problem: SubProblem, *, budget_s: float = 0.5) -> Intensity:
     guess = {c for c, v in dom[2].items() if v == 0}
     t0 = time.perf_counter()
     sol = closed_form(problem, relax)
+    timed = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+    if not timed:   # sympy.solve cannot be interrupted off the main thread: never risk a hang
+        budget_s = 0
     if sol is None and len(problem.work) == 1 and len(problem.classes) <= 4 and budget_s > 0:
         sol = kkt(problem, budget_s=budget_s, guess=guess)
     notes: list[str] = []
@@ -276,6 +279,8 @@ def intensity(problem: SubProblem, *, budget_s: float = 0.5) -> Intensity:
 
 def _argmin(chi: sp.Expr, *, budget_s: float):
     """X0 minimizing χ(X)/(X-S) for large S (``oo`` if ρ(X) decreases for ever)."""
+    if not (threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")):
+        return None
     eq = sp.numer(sp.together(sp.diff(chi, X) * (X - S) - chi))
     roots = None
     with _budget(budget_s):
