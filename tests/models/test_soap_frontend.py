@@ -180,3 +180,17 @@ def test_fuzzed_einsum_only_raises_parse_errors(text):
         parse_einsum(text)
     except ParseError:
         pass
+
+
+def test_every_example_round_trips_through_to_source():
+    from pathlib import Path
+
+    from meshplan.models.soap import parse_file
+
+    ex = Path(__file__).resolve().parents[2] / "examples" / "loops"
+    for path in sorted(ex.glob("*.py")):
+        for p in parse_file(str(path)):
+            (q,) = parse_source(p.to_source())
+            assert q.params == p.params, path.name
+            assert [(s.loops, s.output, s.inputs, s.op) for s in q.statements] == \
+                [(s.loops, s.output, s.inputs, s.op) for s in p.statements], path.name
