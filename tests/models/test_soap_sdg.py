@@ -145,3 +145,20 @@ def outer(N, M):
     assert u.kind == "union"
     D = prob.symbols
     assert sp.expand(u.size(D) - (D["i"] * D["k"] + D["j"] * D["k"]) / 2) == 0
+
+
+def test_examples_5_2_and_5_3_domain_and_access_set_of_one_iteration():
+    from meshplan.models.soap.access import components, elements, sample_iterations
+
+    p, _ = _single("stencil_5_1")
+    (st_,) = p.statements
+    iters = sample_iterations(st_, {"N": 8, "T": 4})
+    # Example 5.2: [t, i] = [2, 1] is not in the iteration domain (i starts at t), [1, 1], [1, 2], [2, 2] are
+    assert (2, 1) not in iters and {(1, 1), (1, 2), (2, 2)} <= set(iters)
+    # Example 5.3: psi = [t=2, i=2] writes A[2, 3] and reads A[1, 2], A[2, 2], A[3, 2] and B[2]
+    comps = components(p, st_, 0)
+    touched = {(c.role, c.array): elements(c, st_, [(2, 2)], {"N": 8, "T": 4}) for c in comps}
+    assert touched[("out", "A")] == {(2, 3)}
+    reads_a = set().union(*[elements(c, st_, [(2, 2)], {"N": 8, "T": 4}) for c in comps
+                            if c.array == "A" and c.role != "out"])
+    assert reads_a == {(1, 2), (2, 2), (3, 2)} and touched[("read", "B")] == {(2,)}
