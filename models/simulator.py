@@ -40,7 +40,8 @@ from typing import Sequence
 
 from meshplan.models.errors import ModelError
 from meshplan.models.reduction.lowering import LoweredProgram, LoweredStep
-from meshplan.models.reduction.semantics import apply_step
+from meshplan.models.reduction.checker import ReplayMemo
+from meshplan.models.reduction.semantics import RuleViolation
 from meshplan.models.reduction.state import Context, initial_context
 from meshplan.models.system import System
 
@@ -175,24 +176,27 @@ def simulate_step(system: System, step: LoweredStep, context: Context, chunk_byt
 
 
 def simulate(system: System, program: LoweredProgram, *, bytes_per_device: float, chunks: int,
-             algo: str = "ring", _memo: dict | None = None) -> ProgramTime:
+             algo: str = "ring", _memo: ReplayMemo | None = None) -> ProgramTime:
     """Simulated time of a (valid) lowered program; ``chunks`` as in the checker.
 
-    Pass the same dict as ``_memo`` when simulating many programs that share
-    prefixes (as synthesized programs do) to simulate each prefix once."""
+    Pass one :class:`~meshplan.models.reduction.checker.ReplayMemo` as ``_memo``
+    when simulating many programs on the same system (as ``solve placement``
+    does): each distinct (state, step) is then simulated once."""
     if program.num_devices != system.num_devices:
         raise ModelError(f"the program has {program.num_devices} devices, the system {system.num_devices}")
     if bytes_per_device <= 0:
         raise ModelError("bytes per device must be positive")
-    ctx = initial_context(system.num_devices, chunks)
+    memo = _memo if _memo is not None else ReplayMemo()
+    cur = memo.intern(initial_context(system.num_devices, chunks))
     out = []
-    memo = _memo if _memo is not None else {}
-    prefix: tuple = (system, bytes_per_device, chunks, algo)
     for st in program.steps:
-        prefix = prefix + (st.key,)
-        if prefix not in memo:
-            memo[prefix] = (simulate_step(system, st, ctx, bytes_per_device / chunks, algo),
-                            apply_step(ctx, st.collective, st.groups))
-        step_time, ctx = memo[prefix]
-        out.append(step_time)
+        key = (cur, st.collective, st.groups, bytes_per_device, chunks, algo)
+        t = memo.step_times.get(key)
+        if t is None:
+            t = memo.step_times[key] = simulate_step(system, st, memo.states[cur], bytes_per_device / chunks, algo)
+        out.append(t)
+        nxt = memo.advance(cur, st.collective, st.groups)
+        if isinstance(nxt, RuleViolation):
+            raise nxt  # an invalid program has no simulated time
+        cur = nxt
     return ProgramTime(sum(s.time_s for s in out), tuple(out))

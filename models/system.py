@@ -92,8 +92,14 @@ class System:
     levels: tuple[Level, ...]
     name: str = ""
     description: str = field(default="", compare=False)
+    #: level sizes, outermost first (derived from ``levels``; cached because routing asks often)
+    sizes: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "levels", tuple(self.levels))
+        if not all(isinstance(lv, Level) for lv in self.levels):
+            raise ModelError("a system's levels must be Level values")
+        object.__setattr__(self, "sizes", tuple(lv.size for lv in self.levels))
         if not self.levels:
             raise ModelError("a system needs at least one level, e.g. node=4,gpu=8")
         names = [lv.name for lv in self.levels]
@@ -107,10 +113,6 @@ class System:
                                      f"but a {lv.name} holds only {self.unit_size(j)}")
 
     # -- shape ---------------------------------------------------------------------------
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        return tuple(lv.size for lv in self.levels)
-
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(lv.name for lv in self.levels)

@@ -120,7 +120,7 @@ def _search(cands: Sequence[Candidate], start: Context, goal: Context, max_size:
 
 
 def synthesize(h: SynthesisHierarchy, *, max_size: int = 5, dialect: str = "full",
-               recheck: bool = True) -> SynthesisResult:
+               recheck: bool = True, _memo: ReplayMemo | None = None) -> SynthesisResult:
     """Every valid program of size ≤ ``max_size`` over ``h``, one per distinct lowering, shortest first."""
     if max_size < 1:
         raise ModelError(f"--max-size must be at least 1, got {max_size}")
@@ -131,7 +131,7 @@ def synthesize(h: SynthesisHierarchy, *, max_size: int = 5, dialect: str = "full
     lowered = tuple(lower(h, p) for p in programs)
     if recheck:
         groups = h.matrix.reduction_groups(h.reduce)
-        memo = ReplayMemo()
+        memo = _memo if _memo is not None else ReplayMemo()
         for lp in lowered:
             require_valid(lp, groups, _memo=memo)
     return SynthesisResult(h, programs, lowered, time.perf_counter() - t0, dialect, max_size)

@@ -18,8 +18,11 @@ def add_common_flags(parser, *, json_help: str = "print machine-readable JSON on
 
 
 def print_json(obj: Any) -> None:
-    json.dump(obj, sys.stdout, indent=2, default=_default)
-    sys.stdout.write("\n")
+    """JSON on stdout: indented when small, compact (and fast: the C encoder) when large."""
+    text = json.dumps(obj, default=_default)
+    if len(text) <= 1_000_000:
+        text = json.dumps(obj, indent=2, default=_default)
+    sys.stdout.write(text + "\n")
 
 
 def _default(o: Any) -> Any:

@@ -92,10 +92,10 @@ def run(args) -> int:
     finally:
         if progress:
             progress[0].stop()
-    doc = study_to_json(study)
+    doc = study_to_json(study) if (args.export or args.json) else None
     if args.export:
         try:
-            Path(args.export).write_text(json.dumps(doc, indent=1) + "\n")
+            Path(args.export).write_text(json.dumps(doc, separators=(",", ":")) + "\n")
         except OSError as err:
             raise ModelError(f"cannot write --export file {args.export!r}: {err.strerror}") from err
     if args.json:

@@ -80,12 +80,14 @@ def chunks_for(reduction_groups: Sequence[Sequence[int]]) -> int:
 
 class ReplayMemo:
     """Shares replays among many programs: each distinct (state, step) transition is computed
-    once; states are interned so a step looks up a small key instead of hashing a state."""
+    once; states are interned so a step looks up a small key instead of hashing a state.
+    The simulator keeps its step times here too (:func:`meshplan.models.simulator.simulate`)."""
 
     def __init__(self) -> None:
         self._ids: dict[Context, int] = {}
         self.states: list[Context] = []
         self.transitions: dict[tuple, int | RuleViolation] = {}
+        self.step_times: dict[tuple, object] = {}
 
     def intern(self, ctx: Context) -> int:
         i = self._ids.get(ctx)
@@ -93,6 +95,18 @@ class ReplayMemo:
             i = self._ids[ctx] = len(self.states)
             self.states.append(ctx)
         return i
+
+    def advance(self, cur: int, collective: str, groups: tuple[tuple[int, ...], ...]) -> int | RuleViolation:
+        """The state after one step from state ``cur``, or the rule violation it raises."""
+        key = (cur, collective, groups)
+        nxt = self.transitions.get(key)
+        if nxt is None:
+            try:
+                nxt = self.intern(apply_step(self.states[cur], collective, groups))
+            except RuleViolation as err:
+                nxt = err
+            self.transitions[key] = nxt
+        return nxt
 
 
 def replay(program: LoweredProgram, reduction_groups: Sequence[Sequence[int]],
@@ -106,14 +120,7 @@ def replay(program: LoweredProgram, reduction_groups: Sequence[Sequence[int]],
     memo = _memo if _memo is not None else ReplayMemo()
     cur = memo.intern(initial_context(n, k))
     for i, step in enumerate(program.steps, 1):
-        key = (cur, step.collective, step.groups)
-        nxt = memo.transitions.get(key)
-        if nxt is None:
-            try:
-                nxt = memo.intern(apply_step(memo.states[cur], step.collective, step.groups))
-            except RuleViolation as err:
-                nxt = err
-            memo.transitions[key] = nxt
+        nxt = memo.advance(cur, step.collective, step.groups)
         if isinstance(nxt, RuleViolation):
             ctx = memo.states[cur]
             return Verdict(False, len(program.steps),
