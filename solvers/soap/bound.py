@@ -111,8 +111,8 @@ class ProgramBound:
         return float(sp.N(expr.subs(subs)))
 
 
-def analyze(program: Program, *, max_subgraph: int = 4, budget_s: float = 0.5) -> ProgramBound:
-    """Derive the symbolic I/O lower bound of ``program``."""
+def analyze(program: Program, *, max_subgraph: int = 4) -> ProgramBound:
+    """Derive the symbolic I/O lower bound of ``program`` (deterministic: no time limit inside)."""
     t0 = time.perf_counter()
     findings = tuple(check_conditions(program))
     sdg = build_sdg(program)
@@ -125,7 +125,7 @@ def analyze(program: Program, *, max_subgraph: int = 4, budget_s: float = 0.5) -
     results: list[Intensity] = []
     for H in subsets:
         prob: SubProblem = subgraph_problem(sdg, H)
-        results.append(intensity(prob, budget_s=budget_s))
+        results.append(intensity(prob))
     counts = {st.name: iterations(st) for st in program.statements}
     arrays: list[ArrayBound] = []
     for A in sdg.computed:

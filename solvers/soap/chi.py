@@ -5,9 +5,13 @@ X0 = argmin χ(X)/(X − S); ρ = χ(X0)/(X0 − S).
 
 * :func:`kkt` solves the KKT conditions of problem (5.8) with sympy (section
   4.3.2), trying active sets of the bounds |D^t| ≥ 1 (the exponent LP's guess
-  first).  A solution is accepted only if it is real, feasible, and no random
-  feasible tile beats it (a numeric check that the stationary point is the
-  global maximum).
+  first).  The work of one statement is a monomial, so λ is eliminated; the
+  polynomial system in the free tile sizes is solved by bounded steps
+  (:mod:`polysys`: linear elimination, factoring, quadratics) or given up —
+  a structural test, so the route taken and the bound never depend on time
+  or load.  A solution is accepted only if it is real, feasible, and no
+  random feasible tile beats it (a numeric check that the stationary point
+  is the global maximum).
 * :func:`relaxation` is the fallback: a certified upper bound on χ that needs
   no equation solving.  Each access size is bounded below by a posynomial
   (Lemma 5.3 by ∏|D|; Corollary 5.1 by the mean of its leading monomials), and
@@ -20,9 +24,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import signal
-import threading
-import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -31,41 +32,23 @@ import sympy as sp
 
 from meshplan.models.soap.sdg import SubProblem
 from meshplan.solvers.soap.numeric import numeric_tiles
+from meshplan.solvers.soap.polysys import Unsolved, solve_bounded
 from meshplan.solvers.soap.relax import closed_form, equality_tiles, linear_domination, relaxation
 from meshplan.solvers.soap.symbols import S, X
 
-__all__ = ["X", "S", "Intensity", "intensity", "kkt", "relaxation", "linear_domination", "closed_form",
-           "equality_tiles", "numeric_tiles"]
+__all__ = ["X", "S", "Intensity", "intensity", "kkt", "kkt_system", "relaxation", "linear_domination",
+           "closed_form", "equality_tiles", "numeric_tiles", "KKT_MAX_DEGREE", "KKT_MAX_BRANCHES",
+           "ARGMIN_MAX_DEGREE"]
 
-_LAM = sp.Symbol("lambda_", positive=True)
-
-
-class _Timeout(BaseException):
-    """Raised by the alarm inside sympy; BaseException so sympy cannot swallow it."""
-
-
-class _budget:
-    """Run a block for at most ``seconds`` (SIGALRM; no limit off the main thread)."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = max(0.05, seconds)
-        self.active = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
-
-    def __enter__(self):
-        if self.active:
-            self.old = signal.signal(signal.SIGALRM, self._raise)
-            signal.setitimer(signal.ITIMER_REAL, self.seconds)
-        return self
-
-    @staticmethod
-    def _raise(*_):
-        raise _Timeout()
-
-    def __exit__(self, et, ev, tb):
-        if self.active:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, self.old)
-        return et is _Timeout
+#: The KKT systems are solved by :func:`polysys.solve_bounded`: linear
+#: elimination, splitting on factors, and univariate equations of degree at most
+#: this (roots in radicals); at most this many branches.  Past either cap the
+#: relaxation is used — a structural test, so the route never depends on time.
+KKT_MAX_DEGREE = 2
+KKT_MAX_BRANCHES = 16
+#: dχ/dX·(X − S) = χ is solved for X0 only if it is a polynomial of at most this
+#: degree in X^(1/q) (roots in radicals); otherwise X0 = W·S/(W−1).
+ARGMIN_MAX_DEGREE = 4
 
 
 @dataclass(frozen=True)
@@ -122,12 +105,43 @@ class Intensity:
 
 # -- KKT ------------------------------------------------------------------------
 
-def kkt(problem: SubProblem, *, budget_s: float = 1.0, guess: set[str] | None = None):
-    """``(χ(X), {class: |D|(X)})`` from the KKT conditions, or ``None``."""
+def kkt_system(P: sp.Expr, F: sp.Expr, free: list[sp.Symbol]):
+    """The KKT system of ``max P s.t. F = X`` with λ eliminated.
+
+    ``P = ∏ D_v^{e_v}`` is a monomial, so stationarity ``∂P/∂D_v = λ ∂F/∂D_v``
+    times ``D_v`` reads ``e_v P = λ D_v ∂F/∂D_v``; with ``P, λ > 0`` it is
+    equivalent to ``e_u D_v ∂F/∂D_v = e_v D_u ∂F/∂D_u`` (u the first free
+    variable) and ``λ = e_u P / (D_u ∂F/∂D_u)``.  Returns ``(equations, λ)``,
+    or ``None`` when ``P`` is no monomial.
+    """
+    if not free:
+        return None
+    e = {}
+    for v in free:
+        d = sp.degree(P, v)
+        if sp.expand(P - P.subs(v, 1) * v ** d) != 0:
+            return None
+        e[v] = d
+    u = next((v for v in free if e[v] > 0), None)
+    if u is None:
+        return None
+    Fu = sp.diff(F, u)
+    eqs = [sp.expand(e[u] * v * sp.diff(F, v) - e[v] * u * Fu) for v in free if v != u]
+    return eqs + [sp.expand(F - X)], e[u] * P / (u * Fu)
+
+
+def kkt(problem: SubProblem, *, guess: set[str] | None = None):
+    """``(χ(X), {class: |D|(X)})`` from the KKT conditions, or ``None``.
+
+    Active sets of ``|D| ≥ 1`` are tried in a fixed order (the exponent LP's
+    guess, none, then by size); a system outside the caps of
+    :func:`polysys.solve_bounded` is skipped, so the answer depends on the
+    problem alone.  The first active set with a real feasible solution is
+    taken, and it must pass the numeric global-maximum check.
+    """
     Dsym = problem.symbols
     P, F = problem.work_expr(), problem.access_expr()
     classes = list(problem.classes)
-    deadline = time.perf_counter() + budget_s
     tried: list[frozenset] = []
     orders = []
     if guess is not None:
@@ -140,23 +154,22 @@ def kkt(problem: SubProblem, *, budget_s: float = 1.0, guess: set[str] | None = 
         if act in tried:
             continue
         tried.append(act)
-        left = deadline - time.perf_counter()
-        if left <= 0:
-            break
         sub = {Dsym[c]: 1 for c in act}
         free = [Dsym[c] for c in classes if c not in act]
-        Pa, Fa = P.subs(sub), F.subs(sub)
-        eqs = [sp.diff(Pa, v) - _LAM * sp.diff(Fa, v) for v in free] + [Fa - X]
-        sols = None
-        with _budget(left):
-            sols = sp.solve(eqs, free + [_LAM], dict=True)
-        if not sols:
+        Pa, Fa = P.subs(sub), sp.expand(F.subs(sub))
+        system = kkt_system(Pa, Fa, free)
+        if system is None:
+            continue
+        eqs, lam = system
+        try:
+            sols = solve_bounded(eqs, free, max_degree=KKT_MAX_DEGREE, max_branches=KKT_MAX_BRANCHES)
+        except Unsolved:
             continue
         for sol in sols:
-            if set(sol) != set(free + [_LAM]) or any(sol[v].free_symbols - {X} for v in free):
+            if set(sol) != set(free) or any(sol[v].free_symbols - {X} for v in free):
                 continue
             tiles = {c: (sp.Integer(1) if c in act else sol[Dsym[c]]) for c in classes}
-            if not _feasible(tiles, sol.get(_LAM)):
+            if not _feasible(tiles, lam.subs(sol)):
                 continue
             chi = sp.simplify(Pa.subs({v: sol[v] for v in free}))
             val = float(chi.subs(X, 1e9))
@@ -181,9 +194,13 @@ def _feasible(tiles: dict, lam) -> bool:
                 return False
             if abs(v.imag) > 1e-9 * max(1.0, abs(v.real)) or v.real < 1 - 1e-9:
                 return False
-        if lam is not None:
-            lv = complex(sp.N(lam.subs(X, xv)))
-            if abs(lv.imag) > 1e-9 * max(1.0, abs(lv.real)) or lv.real <= 0:
+        if lam is not None:     # λ = e_u P / (D_u ∂F/∂D_u): must be finite and > 0
+            try:
+                lv = complex(sp.N(lam.subs(X, xv)))
+            except (TypeError, ValueError, ZeroDivisionError):
+                return False
+            if not (math.isfinite(lv.real) and math.isfinite(lv.imag)) or \
+                    abs(lv.imag) > 1e-9 * max(1.0, abs(lv.real)) or lv.real <= 0:
                 return False
     return True
 
@@ -218,8 +235,14 @@ def _globally_max(problem: SubProblem, chi: sp.Expr, samples: int = 300) -> bool
 
 # -- intensity ---------------------------------------------------------------------
 
-def intensity(problem: SubProblem, *, budget_s: float = 0.5) -> Intensity:
-    """ρ(S) of ``problem``: KKT first, the certified relaxation when sympy cannot solve."""
+def intensity(problem: SubProblem) -> Intensity:
+    """ρ(S) of ``problem``: closed form, else KKT, else the certified relaxation.
+
+    Which route is taken depends only on the problem's structure (monomial
+    access terms; one statement, ≤ 4 tile variables and a KKT system within
+    :data:`KKT_MAX_DEGREE`), never on time: the same program always gets the
+    same bound.
+    """
     relax = relaxation(problem)
     if relax is None:
         return Intensity(problem, "unbounded", None, sp.oo, sp.oo,
@@ -227,17 +250,13 @@ def intensity(problem: SubProblem, *, budget_s: float = 0.5) -> Intensity:
     W = max(w for _, w, _ in relax)
     dom = max(relax, key=lambda r: r[1])
     guess = {c for c, v in dom[2].items() if v == 0}
-    t0 = time.perf_counter()
     sol = closed_form(problem, relax)
-    timed = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
-    if not timed:   # sympy.solve cannot be interrupted off the main thread: never risk a hang
-        budget_s = 0
-    if sol is None and len(problem.work) == 1 and len(problem.classes) <= 4 and budget_s > 0:
-        sol = kkt(problem, budget_s=budget_s, guess=guess)
+    if sol is None and len(problem.work) == 1 and len(problem.classes) <= 4:
+        sol = kkt(problem, guess=guess)
     notes: list[str] = []
     if sol is not None:
         chi, tiles_x = sol
-        X0 = _argmin(chi, budget_s=max(0.2, budget_s - (time.perf_counter() - t0)))
+        X0 = _argmin(chi)
         if X0 is None:
             if W > 1:
                 X0 = sp.Rational(W.numerator, W.denominator) * S / (sp.Rational(W.numerator, W.denominator) - 1)
@@ -277,16 +296,26 @@ def intensity(problem: SubProblem, *, budget_s: float = 0.5) -> Intensity:
     return Intensity(problem, "relaxation", chi_relax, X0, rho, tiles, tiles_x, W, tuple(notes))
 
 
-def _argmin(chi: sp.Expr, *, budget_s: float):
-    """X0 minimizing χ(X)/(X-S) for large S (``oo`` if ρ(X) decreases for ever)."""
-    if not (threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")):
-        return None
+def _argmin(chi: sp.Expr):
+    """X0 minimizing χ(X)/(X-S) for large S (``oo`` if ρ(X) decreases for ever).
+
+    ``dχ/dX·(X−S) = χ`` is solved only when it is a polynomial of degree ≤
+    :data:`ARGMIN_MAX_DEGREE` in ``Y = X^(1/q)`` (``None`` otherwise: the
+    caller then uses X0 = W·S/(W−1); every X > S gives a valid bound).
+    """
     eq = sp.numer(sp.together(sp.diff(chi, X) * (X - S) - chi))
-    roots = None
-    with _budget(budget_s):
-        roots = sp.solve(eq, X)
-    if roots is None:
+    q = 1
+    for p in eq.atoms(sp.Pow):
+        if p.base == X and p.exp.is_Rational:
+            q = sp.ilcm(q, p.exp.q)
+    Y = sp.Dummy("Y", positive=True)
+    try:
+        poly = sp.Poly(sp.expand(eq.subs(X, Y ** q)), Y)
+    except sp.PolynomialError:
         return None
+    if poly.degree() > ARGMIN_MAX_DEGREE or any(Y in c.free_symbols for c in poly.coeffs()):
+        return None
+    roots = [r ** q for r in sp.solve(poly.as_expr(), Y)] if poly.degree() > 0 else []
     good = []
     for r in roots:
         ok = True
