@@ -30,6 +30,55 @@ P = sp.Symbol("p", positive=True)
 _SAMPLE_S = (2.0 ** 4, 2.0 ** 10, 2.0 ** 16, 2.0 ** 24, 2.0 ** 32)
 
 
+def _range_lengths(st: Statement):
+    """For every loop, its range length ``(upper − lower)·sign(step)`` at every vertex of the
+    enclosing loops' domain (each enclosing variable at its first or last value), as expressions
+    in the parameters.  The loop bounds are affine, so the smallest length over the domain is
+    among these."""
+    out = []
+    envs: list[dict] = [{}]
+    for lp in st.loops:
+        sign = 1 if lp.step > 0 else -1
+        length = sign * (lp.upper - lp.lower)
+        out.append((lp, [sp.expand(length.subs(env)) for env in envs]))
+        last = lp.upper - sign
+        envs = [{**env, lp.symbol: b.subs(env)} for env in envs for b in (lp.lower, last)]
+    return out
+
+
+def check_ranges(st: Statement, *, samples: int = 24) -> list[str]:
+    """Loop ranges must not have negative length: a symbolic sum over such a range subtracts
+    iterations (Σ_{k=a}^{b} with b < a−1 is negative), so |V| and the bound would be wrong.
+
+    A range whose length is negative at some iteration *whatever the sizes* (``for j in
+    range(1, N): for k in range(j+1, i+1)`` with ``j > i``) is rejected; one that is non-negative
+    only for some sizes (``range(t, N−t)`` needs ``N ≥ 2t``) is accepted, and the returned notes
+    state the assumption.  Regimes are sampled: the parameters at random large values."""
+    import random
+
+    rng = random.Random(5)
+    params = sorted({p for lp in st.loops for e in (lp.lower, lp.upper) for p in e.free_symbols},
+                    key=lambda x: x.name)
+    regimes = [{p: 1000 for p in params}] + [{p: rng.randint(10, 10**6) for p in params} for _ in range(samples)]
+    notes = []
+    for lp, lengths in _range_lengths(st):
+        negative = [e for e in lengths if e.is_number and e < 0 or
+                    not e.is_number and any(float(e.subs(r)) < 0 for r in regimes)]
+        if not negative:
+            continue
+        if all(any(float(e.subs(r)) < 0 for e in lengths) for r in regimes):
+            raise ModelError(
+                f"statement {st.name}: the range of loop {lp.var} (range({lp.lower}, {lp.upper})) is empty "
+                f"with negative length for some iterations of the enclosing loops whatever the sizes "
+                f"(length {min(negative, key=lambda e: float(e.subs(regimes[0])))}); its iterations "
+                "cannot be counted by a symbolic sum — bound the enclosing loops so that the range is "
+                "never reversed (e.g. iterate the outer variable only where the inner range is non-empty)")
+        conds = sorted({f"{sp.simplify(e)} >= 0" for e in negative if not e.is_number})
+        notes.append(f"statement {st.name}: assumes loop {lp.var}'s range is never reversed, i.e. "
+                     + " and ".join(conds))
+    return notes
+
+
 def iterations(st: Statement) -> sp.Expr:
     """|V_St|: the number of iterations of the statement's loop nest (a sympy sum)."""
     expr: sp.Expr = sp.Integer(1)
@@ -126,6 +175,8 @@ def analyze(program: Program, *, max_subgraph: int = 4) -> ProgramBound:
     for H in subsets:
         prob: SubProblem = subgraph_problem(sdg, H)
         results.append(intensity(prob))
+    for st in program.statements:
+        notes.extend(check_ranges(st))
     counts = {st.name: iterations(st) for st in program.statements}
     arrays: list[ArrayBound] = []
     for A in sdg.computed:

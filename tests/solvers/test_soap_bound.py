@@ -180,3 +180,20 @@ def test_random_programs_analyze_to_a_nonnegative_bound_or_a_model_error(src):
         return
     v = float(sp.N(r.bound.subs({sym("N"): 9, sym("M"): 7}).subs(S, 32)))
     assert v >= 0 and math.isfinite(v)
+
+
+def test_reversed_ranges_are_rejected_not_miscounted():
+    """Found by the random programs: range(j+1, i+1) is reversed whenever j > i, whatever N, and a
+    symbolic sum would subtract those iterations (|V| = -N²/2 + N/2 < 0)."""
+    src = ("def f(N):\n    for i in range(0, N):\n        for j in range(1, N):\n"
+           "            for k in range(j + 1, i + 1):\n                A[i] = A[i] * A[j]\n")
+    (p,) = parse_source(src)
+    with pytest.raises(ModelError, match="loop k"):
+        analyze(p)
+
+
+def test_size_dependent_ranges_state_their_assumption():
+    """Thesis Example 5.1's range(t, N - t) is non-empty only while N ≥ 2t: the bound holds under
+    that assumption, which the analysis reports."""
+    r = result("stencil_5_1")
+    assert any("N - 2*T + 2 >= 0" in n for n in r.notes)
