@@ -59,11 +59,13 @@ def test_every_example_gives_the_same_result_twice_in_one_process(in_process):
         assert first[name] == second[name], name
 
 
-def test_a_fresh_process_gives_the_same_results_as_a_warm_one(in_process):
+def test_a_fresh_process_gives_the_same_results_as_a_warm_one(in_process, tmp_path):
     """Cold sympy caches (a new process) and warm ones give identical methods and bounds."""
     first, _, _, _ = in_process
+    # cwd: from a checkout's root, `python -c` would import the source folder meshplan/ (which
+    # lacks the mapped layer packages) instead of the installed package
     out = subprocess.run([sys.executable, "-c", _DIGEST % str(EX), *EXAMPLES], capture_output=True, text=True,
-                         timeout=600, check=True)
+                         timeout=600, check=True, cwd=tmp_path)
     cold = json.loads(out.stdout)
     for name in EXAMPLES:
         assert cold[name] == first[name], name
