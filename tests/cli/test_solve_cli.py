@@ -106,7 +106,7 @@ def test_malformed_system_file(capsys, tmp_path):
 def test_console_script_runs_without_traceback(tmp_path):
     exe = shutil.which("meshplan") or f"{sys.executable} -m meshplan"
     res = subprocess.run([*exe.split(), "solve", "placement", "--system", "a100-2x16", "--axes", "2,16",
-                          "--reduce", "7"], capture_output=True, text=True, timeout=120)
+                          "--reduce", "7"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.startswith("error: ") and "Traceback" not in res.stderr
-    res = subprocess.run([*exe.split(), "--help"], capture_output=True, text=True, timeout=120)
+    res = subprocess.run([*exe.split(), "--help"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert res.returncode == 0 and "solve" in res.stdout
