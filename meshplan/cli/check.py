@@ -8,12 +8,11 @@ numpy; the last two do not use the rules.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from meshplan.cli.common import add_common_flags, console, parse_int_list, print_json
+from meshplan.cli.common import add_common_flags, choose_placement, console, parse_int_list, print_json
 from meshplan.models.errors import ModelError, VerificationError
 from meshplan.models.simulator import ALGORITHMS
 from meshplan.models.units import format_bytes, format_seconds, parse_bytes
@@ -62,32 +61,6 @@ def register(sub) -> None:
 
 
 # -- inputs -----------------------------------------------------------------------------------
-
-
-def _parse_matrix(text: str) -> list[list[int]]:
-    try:
-        rows = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ModelError(f"--matrix must be a list of rows like '[[2,2],[2,8]]', got {text!r}") from err
-    if (not isinstance(rows, list) or not rows
-            or not all(isinstance(r, list) and r and all(isinstance(x, int) for x in r) for r in rows)):
-        raise ModelError(f"--matrix must be a list of integer rows like '[[2,2],[2,8]]', got {text!r}")
-    return rows
-
-
-def _placement(system, axes, reduce, matrix_text):
-    from meshplan.models.placement import ParallelismMatrix
-
-    if matrix_text is not None:
-        return ParallelismMatrix.of(system, _parse_matrix(matrix_text), axes)
-    from meshplan.solvers.placement import enumerate_placements
-
-    cands = enumerate_placements(system, axes)
-    if len(cands) == 1:
-        return cands[0]
-    listed = " ".join(f"'{m}'" for m in cands[:12]) + (f" … ({len(cands)} in all)" if len(cands) > 12 else "")
-    raise ModelError(f"{len(cands)} parallelism matrices place axes {list(axes)} on {system}; choose one "
-                     f"with --matrix: {listed}")
 
 
 def _is_schedule(path: Path, text: str) -> bool:
@@ -252,7 +225,7 @@ def _run_text(args, path: Path, text: str) -> int:
     from meshplan.models.placement import check_axes
 
     check_axes(system, axes)
-    matrix = _placement(system, axes, reduce, args.matrix)
+    matrix = choose_placement(system, axes, args.matrix)
     h = synthesis_hierarchy(matrix, reduce)
     lowered = resolve(program, h)
     groups = matrix.reduction_groups(reduce)

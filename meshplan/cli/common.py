@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["add_common_flags", "print_json", "console", "parse_int_list"]
+__all__ = ["add_common_flags", "print_json", "console", "parse_int_list", "parse_matrix", "choose_placement"]
 
 from meshplan.models.errors import ModelError
 
@@ -51,3 +51,31 @@ def parse_int_list(text: str, what: str) -> tuple[int, ...]:
     if not values:
         raise ModelError(f"{what} is empty")
     return values
+
+
+def parse_matrix(text: str) -> list[list[int]]:
+    """``--matrix '[[2,2],[2,8]]'`` as rows of integers, with a message naming the flag."""
+    try:
+        rows = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ModelError(f"--matrix must be a list of rows like '[[2,2],[2,8]]', got {text!r}") from err
+    if (not isinstance(rows, list) or not rows
+            or not all(isinstance(r, list) and r and all(isinstance(x, int) for x in r) for r in rows)):
+        raise ModelError(f"--matrix must be a list of integer rows like '[[2,2],[2,8]]', got {text!r}")
+    return rows
+
+
+def choose_placement(system, axes, matrix_text: str | None):
+    """The placement of ``--matrix``, or the only one there is; otherwise an error listing them."""
+    from meshplan.models.placement import ParallelismMatrix
+
+    if matrix_text is not None:
+        return ParallelismMatrix.of(system, parse_matrix(matrix_text), axes)
+    from meshplan.solvers.placement import enumerate_placements
+
+    cands = enumerate_placements(system, axes)
+    if len(cands) == 1:
+        return cands[0]
+    listed = " ".join(f"'{m}'" for m in cands[:12]) + (f" … ({len(cands)} in all)" if len(cands) > 12 else "")
+    raise ModelError(f"{len(cands)} parallelism matrices place axes {list(axes)} on {system}; choose one "
+                     f"with --matrix: {listed}")

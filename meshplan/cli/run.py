@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from meshplan.cli.common import add_common_flags, console, parse_int_list, print_json
+from meshplan.cli.common import add_common_flags, choose_placement, console, parse_int_list, print_json
 from meshplan.models.errors import ModelError
 from meshplan.models.units import format_bytes, format_seconds, parse_bytes
 
@@ -176,14 +176,11 @@ def _load(args):
 
 
 def _text_schedule(args, path):
-    import json
-
-    from meshplan.models.placement import ParallelismMatrix, check_axes
+    from meshplan.models.placement import check_axes
     from meshplan.models.reduction.hierarchy import synthesis_hierarchy
     from meshplan.models.reduction.program_text import parse_program, resolve
     from meshplan.models.system import System
     from meshplan.schedule import Schedule, ScheduledPlacement, ScheduledProgram
-    from meshplan.solvers.placement import enumerate_placements
 
     missing = [f for f in ("system", "axes", "reduce") if getattr(args, f) is None]
     if missing:
@@ -193,18 +190,7 @@ def _text_schedule(args, path):
     system = System.parse(args.system)
     axes = check_axes(system, parse_int_list(args.axes, "--axes"))
     reduce = parse_int_list(args.reduce, "--reduce")
-    if args.matrix is not None:
-        try:
-            rows = json.loads(args.matrix)
-        except json.JSONDecodeError as err:
-            raise ModelError(f"--matrix must be a list of rows like '[[2,2],[2,8]]', got {args.matrix!r}") from err
-        matrix = ParallelismMatrix.of(system, rows, axes)
-    else:
-        cands = enumerate_placements(system, axes)
-        if len(cands) != 1:
-            raise ModelError(f"{len(cands)} parallelism matrices place axes {list(axes)} on {system}; choose one "
-                             f"with --matrix, e.g. '{cands[0]}'")
-        matrix = cands[0]
+    matrix = choose_placement(system, axes, args.matrix)
     lowered = resolve(program, synthesis_hierarchy(matrix, reduce))
     text = "; ".join(str(i) for i in program.items)
     pl = ScheduledPlacement(0, matrix, tuple(matrix.reduction_groups(reduce)),
