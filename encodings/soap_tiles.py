@@ -8,10 +8,11 @@ dominator set has at most X0 vertices.  For concrete S the integer version is
 
 with the same access terms as the symbolic derivation (Lemma 5.3,
 Corollary 5.1, bounded overlap).  Products are CP-SAT multiplication
-constraints chained two at a time; ``L`` clears the denominators of the mean
-terms (``L·F`` is integral).  ``min_work`` (the work of the best rounding of
-the continuous optimum) is a lower bound on the objective, so the answer is
-never worse than rounding.
+constraints chained two at a time; the maxima of the bounded overlap
+(section 5.5.3: a side ``max(|D^u|, |D^v|)``, a union's largest part) are
+CP-SAT max constraints, so no case split is needed here.  ``min_work`` (the
+work of the best rounding of the continuous optimum) is a lower bound on the
+objective, so the answer is never worse than rounding.
 """
 
 from __future__ import annotations
@@ -23,50 +24,30 @@ from meshplan.encodings.base import Encoded, var_name
 from meshplan.models.errors import ModelError
 from meshplan.models.soap.sdg import SubProblem, Term
 
-__all__ = ["encode_tiles", "scale_of", "term_value", "work_value"]
+__all__ = ["encode_tiles", "term_value", "work_value"]
 
 _MAX = 2 ** 61
 
 
-def scale_of(problem: SubProblem) -> int:
-    """``L``: the lcm of the denominators of the access terms (means over 2+ parts/variables)."""
-    L = 1
-    for t in problem.terms:
-        parts = t.parts if t.kind == "union" else (t.dims,)
-        den = 1
-        for part in parts:
-            den = math.lcm(den, math.prod(len(d) for d in part if len(d) > 1))
-        if t.kind == "union":
-            den *= len(t.parts)
-        L = math.lcm(L, den)
-    return L
-
-
-def _side(d, D) -> Fraction:
+def _side(d, D) -> int:
     if not d:
-        return Fraction(1)
-    return Fraction(sum(D[v] for v in d), len(d))
+        return 1
+    return max(D[v] for v in d)
 
 
 def term_value(term: Term, D: dict) -> Fraction:
     """The access-size lower bound of ``term`` at integer tiles ``D`` (exact, solver-free)."""
     if term.kind == "union":
-        tot = Fraction(0)
-        for part in term.parts:
-            p = Fraction(1)
-            for d in part:
-                p *= _side(d, D)
-            tot += p
-        return tot / len(term.parts)
+        return Fraction(max(math.prod(_side(d, D) for d in part) for part in term.parts))
     s = [_side(d, D) for d in term.dims]
     t = list(term.t)
     if term.kind == "inout":
-        s.append(Fraction(math.prod(D[v] for v in term.version)))
+        s.append(math.prod(D[v] for v in term.version))
         t.append(term.t_version)
-        return math.prod(s) - math.prod(a - b for a, b in zip(s, t))
+        return Fraction(math.prod(s) - math.prod(a - b for a, b in zip(s, t)))
     if not any(t):
-        return math.prod(s)
-    return 2 * math.prod(s) - math.prod(a - b for a, b in zip(s, t))
+        return Fraction(math.prod(s))
+    return Fraction(2 * math.prod(s) - math.prod(a - b for a, b in zip(s, t)))
 
 
 def work_value(problem: SubProblem, D: dict) -> int:
@@ -79,7 +60,6 @@ def encode_tiles(problem: SubProblem, *, budget: int, lower: dict, caps: dict,
     from ortools.sat.python import cp_model
 
     m = cp_model.CpModel()
-    L = scale_of(problem)
     D, dom = {}, {}
     for c in problem.classes:
         lo, hi = int(lower.get(c, 1)), int(caps[c])
@@ -107,76 +87,77 @@ def encode_tiles(problem: SubProblem, *, budget: int, lower: dict, caps: dict,
             cur = (v, min(cands), max(cands))
         return cur
 
-    def scaled_side(d, k):
-        """k·side(d) as (expr, lo, hi) with k·mean integral (k a multiple of len(d))."""
-        if not d:
-            return (k, k, k)
-        if len(d) == 1:
-            v = d[0]
-            return (k * D[v], k * dom[v][0], k * dom[v][1])
-        f = k // len(d)
-        lo = f * sum(dom[v][0] for v in d)
-        hi = f * sum(dom[v][1] for v in d)
-        return (f * sum(D[v] for v in d), lo, hi)
-
-    def as_var(e):
-        expr, lo, hi = e
-        if isinstance(expr, int):
-            return (expr, lo, hi)
-        v = fresh(lo, hi, "aff")
-        m.add(v == expr)
+    def maximum(items):
+        """A variable equal to the max of (var or int, lo, hi) items."""
+        if len(items) == 1:
+            return items[0]
+        lo, hi = max(i[1] for i in items), max(i[2] for i in items)
+        v = fresh(lo, hi, "max")
+        m.add_max_equality(v, [i[0] for i in items])
         return (v, lo, hi)
 
+    def side(d, shift: int = 0):
+        if not d:
+            return (1 - shift, 1 - shift, 1 - shift)
+        sd = maximum([(D[v], dom[v][0], dom[v][1]) for v in d])
+        if not shift:
+            return sd
+        v = fresh(sd[1] - shift, sd[2] - shift, "aff")
+        m.add(v == sd[0] - shift)
+        return (v, sd[1] - shift, sd[2] - shift)
+
     def box(dims, extra=(), shift=None):
-        """∏ sides (scaled: first side by L when a mean needs it), optionally minus t."""
-        facs = []
-        for n, d in enumerate(dims):
-            k = len(d) if len(d) > 1 else 1
-            expr, lo, hi = scaled_side(d, k)
-            if shift is not None:
-                expr, lo, hi = expr - k * shift[n], lo - k * shift[n], hi - k * shift[n]
-            facs.append((as_var((expr, lo, hi)), k))
+        """∏ sides (each side minus its offset count with ``shift``) as (var or int, lo, hi)."""
+        facs = [side(d, shift[n] if shift is not None else 0) for n, d in enumerate(dims)]
         for ver, tv in extra:
             pv = product([(D[v], dom[v][0], dom[v][1]) for v in ver]) if ver else (1, 1, 1)
             if shift is not None and tv:
-                pv = as_var((pv[0] - tv, pv[1] - tv, pv[2] - tv))
-            facs.append((pv, 1))
-        denom = math.prod(k for _, k in facs)
-        prod = product([f for f, _ in facs if not isinstance(f[0], int)])
-        const = math.prod(f[0] for f, _ in facs if isinstance(f[0], int))
-        return prod, const, denom
+                if isinstance(pv[0], int):
+                    pv = (pv[0] - tv, pv[1] - tv, pv[2] - tv)
+                else:
+                    w = fresh(pv[1] - tv, pv[2] - tv, "aff")
+                    m.add(w == pv[0] - tv)
+                    pv = (w, pv[1] - tv, pv[2] - tv)
+            facs.append(pv)
+        const = math.prod(f[0] for f in facs if isinstance(f[0], int))
+        var = product([f for f in facs if not isinstance(f[0], int)])
+        return var[0], const
 
-    F_terms = []  # (var or int, coefficient as Fraction)
-
-    def add(prod, const, denom, sign):
-        F_terms.append((prod[0], Fraction(sign * const, denom)))
-
+    F_terms = []  # (var or 1, integer coefficient)
     for t in problem.terms:
         if t.kind == "union":
+            parts = []
             for part in t.parts:
-                p, c, dn = box(part)
-                add(p, c, dn * len(t.parts), 1)
+                v, c = box(part)
+                if isinstance(v, int):
+                    parts.append((v * c, v * c, v * c))
+                else:
+                    lo = c * math.prod(max(dom[x][0] for x in d) for d in part if d)
+                    hi = c * math.prod(max(dom[x][1] for x in d) for d in part if d)
+                    if c != 1:
+                        w = fresh(lo, hi, "aff")
+                        m.add(w == c * v)
+                        v = w
+                    parts.append((v, lo, hi))
+            F_terms.append((maximum(parts)[0], 1))
         elif t.kind == "inout":
-            p, c, dn = box(t.dims, [(t.version, t.t_version)])
-            add(p, c, dn, 1)
-            p, c, dn = box(t.dims, [(t.version, t.t_version)], shift=t.t)
-            add(p, c, dn, -1)
+            v, c = box(t.dims, [(t.version, t.t_version)])
+            F_terms.append((v, c))
+            v, c = box(t.dims, [(t.version, t.t_version)], shift=t.t)
+            F_terms.append((v, -c))
         else:
-            p, c, dn = box(t.dims)
+            v, c = box(t.dims)
             if any(t.t):
-                add(p, c, dn, 2)
-                p, c, dn = box(t.dims, shift=t.t)
-                add(p, c, dn, -1)
+                F_terms.append((v, 2 * c))
+                v, c = box(t.dims, shift=t.t)
+                F_terms.append((v, -c))
             else:
-                add(p, c, dn, 1)
-    for f in F_terms:
-        if (f[1] * L).denominator != 1:
-            raise ModelError("internal: access term not integral after scaling")
-    FL = sum(int(f[1] * L) * f[0] for f in F_terms)
+                F_terms.append((v, c))
+    F = sum(k * v for v, k in F_terms)
     work = [product([(D[c], dom[c][0], dom[c][1]) for c in cls])[0]
             for _, cls in problem.work]
     P = sum(work)
-    m.add(FL <= L * int(budget))
+    m.add(F <= int(budget))
     if min_work:
         m.add(P >= int(min_work))
     if max_work is not None:  # the continuous χ(X0) bounds every integer tile (helps the proof)
@@ -191,5 +172,4 @@ def encode_tiles(problem: SubProblem, *, budget: int, lower: dict, caps: dict,
     def decode(values):
         return {c: int(values[var_name("D", c)]) for c in problem.classes}
 
-    return Encoded("cpsat", m, variables, decode, objective,
-                   {"scale": L, "budget": int(budget)})
+    return Encoded("cpsat", m, variables, decode, objective, {"budget": int(budget)})

@@ -15,7 +15,7 @@ the work ``Σ_s ∏ |D|`` and the access terms whose sizes bound the dominator s
   arrays (section 5.5.1) when the array's self-edge is preserved (no other
   array of ``H`` feeds it), otherwise dropped (Definition 5.6);
 * input groups of one array whose sets overlap: a bounded-overlap union
-  (arithmetic mean of the parts, ≤ their max ≤ the union), except the
+  (at least its largest part; :mod:`cases` splits the max), except the
   triangular pair of section 4.6.2 (``A[i,k]``, ``A[j,k]`` with ``j ≤ i``),
   which the thesis counts as two arrays.
 """
@@ -45,6 +45,9 @@ class SubProblem:
     work: tuple[tuple[str, tuple[str, ...]], ...]
     terms: tuple[Term, ...]
     notes: tuple[str, ...] = field(default=())
+    #: order constraints of a max case (section 5.5.3): ``∏ D_v^{e_v} ≤ 1`` as ``(v, e_v)`` pairs
+    constraints: tuple = field(default=())
+    case: str = ""
 
     @property
     def symbols(self) -> dict[str, sp.Symbol]:

@@ -31,9 +31,10 @@ class Term:
 
     ``kind``: ``input`` (Lemma 5.3), ``inout`` (Corollary 5.1, with the fused
     version dimension ``version`` and its offset count ``t_version``) or
-    ``union`` (bounded overlap of ``parts``).  ``dims`` are the tile variables
-    of each box dimension (more than one: non-injective, section 5.5.3) and
-    ``t`` the offset counts |t̂^i|.
+    ``union`` (bounded overlap of ``parts``: at least the largest part).
+    ``dims`` are the tile variables of each box dimension (more than one: a
+    non-injective dimension with at least max |D^v| distinct values, section
+    5.5.3) and ``t`` the offset counts |t̂^i|.
     """
 
     array: str
@@ -52,11 +53,10 @@ class Term:
                 return sp.Integer(1)
             if len(vs) == 1:
                 return D[vs[0]]
-            return sp.Add(*[D[v] for v in vs]) / len(vs)  # mean ≤ max ≤ #distinct values
+            return sp.Max(*[D[v] for v in vs])  # ≤ #distinct values of a linear g (section 5.5.3)
 
         if self.kind == "union":
-            prods = [sp.Mul(*[side(d) for d in part]) for part in self.parts]
-            return sp.expand(sp.Add(*prods) / len(prods))  # mean ≤ max ≤ |union|
+            return sp.Max(*[sp.Mul(*[side(d) for d in part]) for part in self.parts])  # ≤ |union|
         s = [side(d) for d in self.dims]
         t = list(self.t)
         if self.kind == "inout":
@@ -167,7 +167,7 @@ def input_terms(arr, cs, classes_of, uf, prog: Program, sample_size: int, notes:
             terms.append(Term(arr, "union", (), (), parts=parts,
                               label=" ∪ ".join(str(groups[k][0].access) for k in ks)))
             notes.append(f"{arr}: overlapping accesses {', '.join(str(groups[k][0].access) for k in ks)}: "
-                         "bounded overlap, |∪| ≥ mean of the parts (section 5.5.3)")
+                         "bounded overlap, |∪| ≥ its largest part (section 5.5.3)")
     return terms
 
 

@@ -37,10 +37,13 @@ def _range_lengths(st: Statement):
     among these."""
     out = []
     envs: list[dict] = [{}]
-    for lp in st.loops:
+    for n, lp in enumerate(st.loops):
         sign = 1 if lp.step > 0 else -1
         length = sign * (lp.upper - lp.lower)
-        out.append((lp, [sp.expand(length.subs(env)) for env in envs]))
+        out.append((lp, list(dict.fromkeys(sp.expand(length.subs(env)) for env in envs))))
+        later = set().union(*[(m.lower.free_symbols | m.upper.free_symbols) for m in st.loops[n + 1:]])
+        if lp.symbol not in later:
+            continue          # no later bound uses this variable: no need to visit its vertices
         last = lp.upper - sign
         envs = [{**env, lp.symbol: b.subs(env)} for env in envs for b in (lp.lower, last)]
     return out
@@ -62,6 +65,7 @@ def check_ranges(st: Statement, *, samples: int = 24) -> list[str]:
     regimes = [{p: 1000 for p in params}] + [{p: rng.randint(10, 10**6) for p in params} for _ in range(samples)]
     notes = []
     for lp, lengths in _range_lengths(st):
+        lengths = list(dict.fromkeys(lengths))   # constant bounds repeat one length at every vertex
         negative = [e for e in lengths if e.is_number and e < 0 or
                     not e.is_number and any(float(e.subs(r)) < 0 for r in regimes)]
         if not negative:

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 import numpy as np
 import sympy as sp
 
+from meshplan.models.soap.cases import has_max, split_cases
 from meshplan.models.soap.sdg import SubProblem
 from meshplan.solvers.soap.numeric import numeric_tiles
 from meshplan.solvers.soap.polysys import Unsolved, solve_bounded
@@ -64,6 +65,7 @@ class Intensity:
     tiles_of_X: dict = field(default_factory=dict)
     exponent: Fraction = Fraction(0)            # W with χ(X) ~ X^W
     notes: tuple = ()
+    cases: tuple = ()                           # per max case (section 5.5.3): its Intensity
 
     def rho_at(self, s: float) -> float:
         if self.rho == sp.oo:
@@ -241,8 +243,57 @@ def intensity(problem: SubProblem) -> Intensity:
     Which route is taken depends only on the problem's structure (monomial
     access terms; one statement, ≤ 4 tile variables and a KKT system within
     :data:`KKT_MAX_DEGREE`), never on time: the same program always gets the
-    same bound.
+    same bound.  A problem with maxima (non-injective sides, overlapping
+    unions; section 5.5.3) is solved per case and the cases are combined by
+    :func:`_combine`.
     """
+    if not has_max(problem):
+        return _intensity_case(problem)
+    results = [_intensity_case(c) for c in split_cases(problem)]
+    return _combine(problem, results)
+
+
+def _combine(problem: SubProblem, results: list[Intensity]) -> Intensity:
+    """χ(X) = max over the cases; ρ ≤ max_c χ_c(X0)/(X0 − S) at the leading case's X0.
+
+    Any X0 > S gives a valid intensity bound, so evaluating *every* case at the
+    leading case's X0 keeps the bound valid (taking each case's own minimum
+    and then the max would not be: min_X max_c ≥ max_c min_X).
+    """
+    unbounded = [r for r in results if r.rho == sp.oo]
+    if unbounded:
+        r = unbounded[0]
+        return replace(r, problem=problem, cases=tuple(results))
+    top = max(results, key=lambda r: (r.exponent, float(r.chi.subs(X, 1e12))))
+    X0 = top.X0
+    vals = []
+    for r in results:
+        if X0 == sp.oo:
+            vals.append(sp.limit(r.chi / (X - S), X, sp.oo))
+        else:
+            vals.append(sp.simplify(r.chi.subs(X, X0) / (X0 - S)))
+    uniq: list = []
+    for v in vals:
+        if not any(sp.simplify(v - u) == 0 for u in uniq):
+            uniq.append(v)
+    samples = (2.0 ** 4, 2.0 ** 10, 2.0 ** 20, 2.0 ** 40)
+    num = [[float(v.subs(S, sv)) for sv in samples] for v in uniq]
+    dom = [i for i in range(len(uniq)) if all(all(num[i][k] >= num[j][k] * (1 - 1e-12) for k in range(len(samples)))
+                                              for j in range(len(uniq)))]
+    rho = uniq[dom[0]] if dom else sp.Max(*uniq)
+    chis: list = []
+    for r in results:
+        if not any(sp.simplify(r.chi - c) == 0 for c in chis):
+            chis.append(r.chi)
+    chi = chis[0] if len(chis) == 1 else sp.Max(*chis)
+    notes = tuple(top.notes) + (f"χ(X) is the max over {len(results)} cases of the bounded overlap "
+                                f"(section 5.5.3); the leading case: {top.problem.case}",)
+    return Intensity(problem, top.method, chi, X0, rho, top.tiles, top.tiles_of_X, top.exponent,
+                     notes, tuple(results))
+
+
+def _intensity_case(problem: SubProblem) -> Intensity:
+    """ρ(S) of one case (every access term a product): closed form, KKT, relaxation."""
     relax = relaxation(problem)
     if relax is None:
         return Intensity(problem, "unbounded", None, sp.oo, sp.oo,
@@ -251,7 +302,7 @@ def intensity(problem: SubProblem) -> Intensity:
     dom = max(relax, key=lambda r: r[1])
     guess = {c for c, v in dom[2].items() if v == 0}
     sol = closed_form(problem, relax)
-    if sol is None and len(problem.work) == 1 and len(problem.classes) <= 4:
+    if sol is None and len(problem.work) == 1 and len(problem.classes) <= 4 and not problem.constraints:
         sol = kkt(problem, guess=guess)
     notes: list[str] = []
     if sol is not None:

@@ -1,9 +1,11 @@
 """A tiny exact simplex (Fractions, Bland's rule) for the exponent LP.
 
-``max c·x  s.t.  A x ≤ 1, x ≥ 0`` — the form of the HBL-style exponent
-problem of the certified relaxation in :mod:`meshplan.solvers.soap.chi`.  The
-origin is feasible, so no phase 1 is needed; the final tableau also gives the
-dual optimum ``w`` (``min Σ w  s.t.  Aᵀ w ≥ c, w ≥ 0``).
+``max c·x  s.t.  A x ≤ b, x ≥ 0`` with ``b ≥ 0`` (rows of the access
+monomials have ``b = 1``, the order constraints of a max case ``b = 0``) — the
+form of the HBL-style exponent problem of the certified relaxation in
+:mod:`meshplan.solvers.soap.relax`.  The origin is feasible, so no phase 1 is
+needed; the final tableau also gives the dual optimum ``w``
+(``min b·w  s.t.  Aᵀ w ≥ c, w ≥ 0``).
 """
 
 from __future__ import annotations
@@ -13,11 +15,17 @@ from fractions import Fraction
 __all__ = ["max_le_one"]
 
 
-def max_le_one(c: list[Fraction], A: list[list[Fraction]]):
-    """Solve ``max c·x, A x ≤ 1, x ≥ 0``; return ``(value, x, w)`` or ``None`` if unbounded."""
+def max_le_one(c: list[Fraction], A: list[list[Fraction]], b: list[Fraction] | None = None):
+    """Solve ``max c·x, A x ≤ b, x ≥ 0`` (``b`` all ones by default, every ``b_r ≥ 0``).
+
+    Returns ``(value, x, w)`` with ``w`` the dual optimum per row, or ``None`` if unbounded.
+    """
     m, n = len(A), len(c)
-    # tableau rows: [A | I | 1]; objective row: [-c | 0 | 0]
-    T = [[Fraction(a) for a in row] + [Fraction(int(i == r)) for i in range(m)] + [Fraction(1)]
+    rhs = [Fraction(1)] * m if b is None else [Fraction(v) for v in b]
+    if any(v < 0 for v in rhs):
+        raise ValueError("max_le_one needs b >= 0 (the origin must be feasible)")
+    # tableau rows: [A | I | b]; objective row: [-c | 0 | 0]
+    T = [[Fraction(a) for a in row] + [Fraction(int(i == r)) for i in range(m)] + [rhs[r]]
          for r, row in enumerate(A)]
     z = [-Fraction(x) for x in c] + [Fraction(0)] * m + [Fraction(0)]
     basis = [n + r for r in range(m)]

@@ -2,9 +2,15 @@
 
 Each access term is bounded below by a posynomial (Lemma 5.3 by ∏|D|;
 Corollary 5.1 by the mean of its leading monomials ``t_i ∏_{k≠i} |D_k|``).
-With the dual ``w`` of the exponent LP, weighted AM–GM gives
-``χ(X) ≤ X^W ∏_j (w_j/(W c_j))^{w_j}`` — exact when every term is a monomial
-(:func:`closed_form`), an upper bound on χ (so a valid I/O bound) otherwise.
+With the dual ``(w, μ)`` of the exponent LP — rows for the access monomials
+and for the order constraints ``∏ D^g ≤ 1`` of a max case (section 5.5.3) —
+weighted AM–GM gives ``χ(X) ≤ X^W ∏_j (w_j/(W c_j))^{w_j}``; the weights are
+chosen on the LP's optimal face to make the constant smallest
+(:mod:`dual`).  Exact when every term is a monomial (:func:`closed_form`), an
+upper bound on χ (so a valid I/O bound) otherwise.
+
+The problems here are single cases (:func:`meshplan.models.soap.cases.split_cases`):
+one variable per side, no unions.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from fractions import Fraction
 import sympy as sp
 
 from meshplan.models.soap.sdg import SubProblem, Term
+from meshplan.solvers.soap.dual import best_dual
 from meshplan.solvers.soap.lp import max_le_one
 from meshplan.solvers.soap.symbols import X
 
@@ -21,10 +28,12 @@ __all__ = ["relaxation", "linear_domination", "equality_tiles", "closed_form"]
 
 
 def _sides(vs: tuple[str, ...]) -> list[tuple[Fraction, dict[str, Fraction]]]:
-    """A box side as monomials: one variable, or the mean of several (section 5.5.3)."""
+    """A box side as a monomial (one variable; a max must be split into cases first)."""
     if not vs:
         return [(Fraction(1), {})]
-    return [(Fraction(1, len(vs)), {v: Fraction(1)}) for v in vs]
+    if len(vs) > 1:
+        raise ValueError(f"side max({', '.join(vs)}): split the max cases first (models.soap.cases)")
+    return [(Fraction(1), {vs[0]: Fraction(1)})]
 
 
 def _mul(a, b):
@@ -47,7 +56,7 @@ def _posynomial(term: Term) -> list[tuple[Fraction, dict[str, Fraction]]]:
         return out
 
     if term.kind == "union":
-        return [(c / len(term.parts), e) for part in term.parts for c, e in box(part)]
+        raise ValueError(f"union term {term.array}: split the max cases first (models.soap.cases)")
     sides = [_sides(d) for d in term.dims]
     t = list(term.t)
     if term.kind == "inout":
@@ -68,56 +77,104 @@ def _posynomial(term: Term) -> list[tuple[Fraction, dict[str, Fraction]]]:
     return out   # Lemma 5.3: ≥ ∏ s
 
 
-def relaxation(problem: SubProblem):
-    """Per work monomial ``(C, W, x)`` with ``χ_s(X) ≤ C·X^W``; ``None`` if χ is unbounded."""
-    monos: dict[tuple, Fraction] = {}
-    for term in problem.terms:
-        for c, e in _posynomial(term):
-            key = tuple(sorted((k, v) for k, v in e.items() if v != 0))
-            monos[key] = monos.get(key, Fraction(0)) + c
+def _exponent_lp(problem: SubProblem, monos: dict, work_cls):
+    """The exponent LP of one work monomial: ``(W, x, w, μ, keys, A, G)`` or ``None`` if unbounded."""
+    key = (problem.classes, tuple(monos.items()), problem.constraints, tuple(work_cls))
+    if key not in _LP_CACHE:
+        if len(_LP_CACHE) > 4096:
+            _LP_CACHE.clear()
+        _LP_CACHE[key] = _solve_exponent_lp(problem, monos, work_cls)
+    return _LP_CACHE[key]
+
+
+#: exponent LPs (and their best duals) by problem structure: relaxation and equality_tiles share them
+_LP_CACHE: dict = {}
+
+
+def _solve_exponent_lp(problem: SubProblem, monos: dict, work_cls):
     keys = [k for k in monos if k]
     classes = list(problem.classes)
+    if not keys:
+        return None
     A = [[dict(k).get(v, Fraction(0)) for v in classes] for k in keys]
+    G = [[Fraction(dict(g).get(v, 0)) for v in classes] for g in problem.constraints]
+    a = [Fraction(work_cls.count(v)) for v in classes]
+    res = max_le_one(a, A + G, [Fraction(1)] * len(A) + [Fraction(0)] * len(G))
+    if res is None:
+        return None
+    W, x, y = res
+    w, mu = y[:len(A)], y[len(A):]
+    w, mu = best_dual(A, G, a, [monos[k] for k in keys], W, w, mu)
+    return W, x, w, mu, keys, A, G
+
+
+def _rat(f: Fraction) -> sp.Rational:
+    return sp.Rational(f.numerator, f.denominator)
+
+
+def relaxation(problem: SubProblem):
+    """Per work monomial ``(C, W, x)`` with ``χ_s(X) ≤ C·X^W``; ``None`` if χ is unbounded."""
+    monos = _monomials(problem)
+    classes = list(problem.classes)
     out = []
     for _, cls in problem.work:
-        a = [Fraction(cls.count(v)) for v in classes]
-        if not A:
+        lp = _exponent_lp(problem, monos, cls)
+        if lp is None:
             return None
-        res = max_le_one(a, A)
-        if res is None:
-            return None
-        W, x, w = res
+        W, x, w, _, keys, _, _ = lp
         C = sp.Integer(1)
         for wj, k in zip(w, keys):
             if wj > 0:
-                C *= (sp.Rational(wj.numerator, wj.denominator)
-                      / (sp.Rational(W.numerator, W.denominator) * sp.Rational(monos[k].numerator,
-                                                                                monos[k].denominator))) \
-                    ** sp.Rational(wj.numerator, wj.denominator)
+                C *= (_rat(wj) / (_rat(W) * _rat(monos[k]))) ** _rat(wj)
         out.append((sp.nsimplify(C), W, dict(zip(classes, x))))
     return out
+
+
+def _dominated(work: dict, access: dict, constraints) -> bool:
+    """``∏D^work ≤ ∏D^access`` for all |D| ≥ 1 satisfying the order constraints.
+
+    With ``e = access − work`` it suffices that ``e + μ·g ≥ 0`` for some
+    ``μ ≥ 0`` and one constraint ``∏D^g ≤ 1`` (or none): then
+    ``∏D^e ≥ ∏D^{−μg} ≥ 1``.
+    """
+    keys = set(work) | set(access) | {v for g in constraints for v, _ in g}
+    e = {v: Fraction(access.get(v, 0)) - Fraction(work.get(v, 0)) for v in keys}
+    if all(x >= 0 for x in e.values()):
+        return True
+    for g in constraints:
+        gd = dict(g)
+        lo, hi = Fraction(0), None
+        for v in keys:
+            gv = Fraction(gd.get(v, 0))
+            if gv > 0:
+                lo = max(lo, -e[v] / gv)
+            elif gv < 0:
+                cap = e[v] / -gv
+                hi = cap if hi is None else min(hi, cap)
+            elif e[v] < 0:
+                lo = None
+                break
+        if lo is not None and (hi is None or lo <= hi):
+            return True
+    return False
 
 
 def linear_domination(problem: SubProblem):
     """``z`` with χ(X) ≤ z·X, from assigning each work monomial to an access monomial ≥ it.
 
-    If every exponent of an access monomial ``c_j n_j`` is ≥ that of a work
-    monomial ``m_s`` then ``m_s ≤ n_j`` for all |D| ≥ 1; assigning each ``m_s``
-    to such a ``j`` gives ``Σ m_s ≤ max_j (load_j / c_j) · Σ c_j n_j ≤ z·X``.
+    If a work monomial ``m_s`` is ≤ an access monomial ``n_j`` for all |D| ≥ 1
+    (under the case's order constraints, :func:`_dominated`), assigning each
+    ``m_s`` to such a ``j`` gives ``Σ m_s ≤ max_j (load_j / c_j) · Σ c_j n_j ≤ z·X``.
     Tighter than the AM-GM sum when several statements share the work
     (``None`` when some work monomial is dominated by no access monomial).
     """
-    monos: dict[tuple, Fraction] = {}
-    for term in problem.terms:
-        for c, e in _posynomial(term):
-            key = tuple(sorted((k, v) for k, v in e.items() if v != 0))
-            monos[key] = monos.get(key, Fraction(0)) + c
+    monos = _monomials(problem)
     load: dict[tuple, Fraction] = {k: Fraction(0) for k in monos}
     works = sorted((tuple(sorted((v, Fraction(cls.count(v))) for v in set(cls))) for _, cls in problem.work),
                    key=lambda w: -sum(e for _, e in w))
     for w in works:
         a = dict(w)
-        cands = [k for k in monos if all(dict(k).get(v, 0) >= e for v, e in a.items())]
+        cands = [k for k in monos if _dominated(a, dict(k), problem.constraints)]
         if not cands:
             return None
         best = min(cands, key=lambda k: (load[k] + 1) / monos[k])
@@ -135,23 +192,34 @@ def _monomials(problem: SubProblem) -> dict[tuple, Fraction]:
 
 
 def equality_tiles(problem: SubProblem, work_index: int = 0):
-    """Tiles |D|(X) where weighted AM-GM is tight for one work monomial (``None`` if undetermined)."""
+    """Tiles |D|(X) where weighted AM-GM is tight for one work monomial (``None`` if undetermined).
+
+    Complementary slackness fixes the rest: an order constraint with ``μ > 0``
+    holds with equality, and a tile whose dual row has slack
+    (``(Aᵀw + Gᵀμ)_v > c_v``) sits at its lower bound ``|D^v| = 1``.
+    """
     monos = _monomials(problem)
     classes = list(problem.classes)
     L = {c: sp.Symbol(f"L_{c}") for c in classes}
-    keys = [k for k in monos if k]
-    A = [[dict(k).get(v, Fraction(0)) for v in classes] for k in keys]
-    res = max_le_one([Fraction(problem.work[work_index][1].count(v)) for v in classes], A)
-    if res is None:
+    cls = problem.work[work_index][1]
+    lp = _exponent_lp(problem, monos, cls)
+    if lp is None:
         return None
-    W, _, w = res
-    Wr = sp.Rational(W.numerator, W.denominator)
+    W, _, w, mu, keys, A, G = lp
+    Wr = _rat(W)
     eqs = []
     for wj, k in zip(w, keys):
         if wj > 0:
-            cj = sp.Rational(monos[k].numerator, monos[k].denominator)
-            eqs.append(sp.Add(*[sp.Rational(v.numerator, v.denominator) * L[n] for n, v in k])
-                       - sp.log(sp.Rational(wj.numerator, wj.denominator) * X / (Wr * cj)))
+            cj = _rat(monos[k])
+            eqs.append(sp.Add(*[_rat(v) * L[n] for n, v in k]) - sp.log(_rat(wj) * X / (Wr * cj)))
+    for mk, g in zip(mu, problem.constraints):
+        if mk > 0:
+            eqs.append(sp.Add(*[_rat(Fraction(e)) * L[n] for n, e in g]))
+    for i, v in enumerate(classes):
+        lhs = sum((w[j] * A[j][i] for j in range(len(w))), Fraction(0)) + \
+            sum((mu[k] * G[k][i] for k in range(len(mu))), Fraction(0))
+        if lhs > cls.count(v):
+            eqs.append(L[v])
     sol = sp.linsolve(eqs, [L[c] for c in classes])
     if not sol:
         return None
@@ -160,11 +228,23 @@ def equality_tiles(problem: SubProblem, work_index: int = 0):
     tiles = {c: sp.simplify(sp.exp(v.subs({f: 0 for f in free}))) for c, v in zip(classes, vals)}
     for xv in (1e5, 1e9):
         try:
-            if any(float(e.subs(X, xv)) < 1 - 1e-9 for e in tiles.values()):
-                return None
+            num = {c: float(e.subs(X, xv)) for c, e in tiles.items()}
         except (TypeError, ValueError):
             return None
+        if any(v < 1 - 1e-9 for v in num.values()) or not satisfies(problem, num):
+            return None
     return tiles
+
+
+def satisfies(problem: SubProblem, D: dict, rel: float = 1e-9) -> bool:
+    """The order constraints of a max case hold at tiles ``D`` (floats, up to ``rel``)."""
+    for g in problem.constraints:
+        val = 1.0
+        for v, e in g:
+            val *= float(D[v]) ** float(e)
+        if val > 1 + rel:
+            return False
+    return True
 
 
 def closed_form(problem: SubProblem, relax):
@@ -191,6 +271,8 @@ def closed_form(problem: SubProblem, relax):
     chi = C * X ** sp.Rational(W.numerator, W.denominator)
     for xv in (1e5, 1e9):
         num = {D[c]: float(e.subs(X, xv)) for c, e in tiles.items()}
+        if not satisfies(problem, {c: num[D[c]] for c in tiles}):
+            return None
         if abs(float(F.subs(num)) - xv) > 1e-6 * xv or \
                 abs(float(P.subs(num)) - float(chi.subs(X, xv))) > 1e-6 * float(chi.subs(X, xv)):
             return None

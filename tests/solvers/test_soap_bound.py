@@ -77,6 +77,62 @@ def test_convolution_intensity_grows_linearly_in_S_as_in_example_5_6():
     assert sp.limit(rho / S, S, sp.oo).is_positive and sp.limit(rho / S, S, sp.oo).is_finite
 
 
+def test_example_5_6_stride_1_as_the_thesis_writes_it_gives_rho_max_S_over_2():
+    # Out[k,h,w,b] += Image[r+w, s+h, c, b] * Filter[k,r,s]: |Image| ≥ max(r,w)·max(s,h)·c·b
+    (it,) = result("conv2d_thesis").subgraphs
+    assert len(it.cases) == 4                                   # which of r, w and of s, h is larger
+    assert sp.simplify(it.chi - X ** 2 / 8) == 0
+    assert sp.simplify(it.rho - S / 2) == 0                     # thesis: ρ_max = S/2
+    assert sp.simplify(result("conv2d_thesis").leading
+                       - 2 * sp.Mul(*[sym(n) for n in ("NB", "NC", "NK", "NW", "NH", "NR", "NS")]) / S) == 0
+
+
+def test_example_5_6_injective_case_gives_rho_min_sqrt_S_over_2():
+    # stride 4 = kernel 4: σ_w ≥ |D^r|, φ injective, |Image| = ∏ of the six tile sizes
+    (it,) = result("patch_embed").subgraphs
+    assert not it.cases
+    assert sp.simplify(it.rho - sp.sqrt(S) / 2) == 0            # thesis: ρ_min = √S/2
+    f5 = next(f for f in result("patch_embed").findings if f.condition == "5")
+    assert "injective by stride" in f5.message
+
+
+def test_example_5_6_other_strides_lie_between_rho_min_and_rho_max():
+    # the usual filter Flt[k,c,r,s]: stride 1 and stride 2 (over NR, not provably injective)
+    for name in ("conv2d", "conv2d_strided"):
+        (it,) = result(name).subgraphs
+        assert sp.simplify(it.rho - 4 * S / 9) == 0
+        for sv in (16, 2 ** 10, 2 ** 20):
+            assert math.sqrt(sv) / 2 <= float(it.rho.subs(S, sv)) <= sv / 2
+
+
+def test_example_5_6_filter_without_channel_is_not_sqrt_S_even_when_injective():
+    # Documented deviation (docs/bound.md): Filter[k,r,s] is reused across all c, so even the
+    # injective stride has a tile (c = S, k = S/2, the rest 1) doing S²/2 work on 2S inputs.
+    (p,) = parse_source("""
+def conv(NB, NC, NK, NW, NH):
+    for b in range(NB):
+        for c in range(NC):
+            for k in range(NK):
+                for w in range(NW):
+                    for h in range(NH):
+                        for r in range(3):
+                            for s in range(3):
+                                Out[k, h, w, b] += Image[r + 3 * w, s + 3 * h, c, b] * Filter[k, r, s]
+""")
+    it = intensity(subgraph_problem(build_sdg(p), ("Out",)))
+    assert sp.simplify(it.rho - S / 2) == 0
+
+
+def test_max_cases_use_the_smallest_am_gm_constant_on_the_optimal_face():
+    # a vertex of the dual face gives χ ≤ X²/4 (ρ = S); its midpoint the exact X²/8
+    from meshplan.models.soap.cases import split_cases
+    (p,) = parse_file(str(EX / "conv2d_thesis.py"))
+    prob = subgraph_problem(build_sdg(p), ("Out",))
+    for case in split_cases(prob):
+        ((C, W, _),) = relaxation(case)
+        assert W == 2 and C == sp.Rational(1, 8)
+
+
 def test_stencil_dimensions_give_the_expected_exponents():
     # a d-dimensional stencil over time reuses like S^(1/d)
     for name, expo in (("jacobi_1d", 1), ("jacobi_2d", sp.Rational(1, 2)), ("heat_3d", sp.Rational(1, 3))):
@@ -124,13 +180,14 @@ def test_chi_upper_bounds_every_integer_tile(name):
 
 def test_relaxation_is_never_below_the_kkt_solution():
     for name in EXAMPLES:
-        for it in result(name).subgraphs:
-            if it.method != "kkt":
-                continue
-            relax = relaxation(it.problem)
-            bound = sum(C * X ** sp.Rational(w.numerator, w.denominator) for C, w, _ in relax)
-            for xv in (50, 1e4, 1e7):
-                assert float(bound.subs(X, xv)) >= float(it.chi.subs(X, xv)) * (1 - 1e-9)
+        for combined in result(name).subgraphs:
+            for it in combined.cases or (combined,):   # a max problem: per case (section 5.5.3)
+                if it.method != "kkt":
+                    continue
+                relax = relaxation(it.problem)
+                bound = sum(C * X ** sp.Rational(w.numerator, w.denominator) for C, w, _ in relax)
+                for xv in (50, 1e4, 1e7):
+                    assert float(bound.subs(X, xv)) >= float(it.chi.subs(X, xv)) * (1 - 1e-9)
 
 
 def test_loop_variable_in_no_access_gives_unbounded_chi():

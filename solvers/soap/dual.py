@@ -1,0 +1,137 @@
+"""The tightest AM–GM certificate on the optimal face of the exponent LP (section 5.4.5).
+
+The relaxation of :mod:`meshplan.solvers.soap.relax` bounds the work of a tile
+by ``C(w)·X^W`` for every dual-feasible weight vector ``(w, μ)`` of the
+exponent LP with ``Σ w = W``::
+
+    C(w) = ∏_j (w_j / (W c_j))^{w_j},   Aᵀw + Gᵀμ ≥ c,  w, μ ≥ 0.
+
+The simplex returns one vertex of that face, whose constant may be loose (the
+thesis's convolution, Example 5.6: ``1/4`` at both vertices, ``1/8`` in the
+middle of the face — the exact χ(X) = X²/8).  :func:`best_dual` finds vertices
+of the face with exact LPs (minimizing and maximizing each ``w_j`` on it),
+minimizes the convex ``log C`` over their convex hull numerically
+(exponentiated gradient on the mixing weights), and snaps the mixing weights
+to small-denominator fractions: a convex combination of exactly feasible
+vertices is exactly feasible, so the certificate stays exact — the numeric
+step only chooses it.  For a geometric program with monomial terms the
+minimum over the whole face is the exact χ constant (strong duality).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from meshplan.solvers.soap.lp import max_le_one
+
+__all__ = ["log_constant", "feasible", "face_vertices", "best_dual"]
+
+_DENOMINATORS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256, 1024)
+
+
+def log_constant(w, coeffs, W) -> float:
+    """``log C(w)`` (terms with ``w_j = 0`` contribute nothing)."""
+    W = float(W)
+    return sum(float(wj) * math.log(float(wj) / (W * float(cj))) for wj, cj in zip(w, coeffs) if wj > 0)
+
+
+def feasible(w, mu, A, G, c, W) -> bool:
+    """Exact check (Fractions) of ``Σ w = W``, ``w, μ ≥ 0`` and ``Aᵀw + Gᵀμ ≥ c``."""
+    if any(x < 0 for x in w) or any(x < 0 for x in mu) or sum(w, Fraction(0)) != W:
+        return False
+    for v in range(len(c)):
+        lhs = sum((w[j] * A[j][v] for j in range(len(w))), Fraction(0))
+        lhs += sum((mu[k] * G[k][v] for k in range(len(mu))), Fraction(0))
+        if lhs < c[v]:
+            return False
+    return True
+
+
+def _face_min(A, G, c, W, d):
+    """A dual point minimizing ``d·w`` (``d ≥ 0``) on the optimal face, by LP duality.
+
+    ``min d·w  s.t.  Aᵀw + Gᵀμ ≥ c, Σw ≤ W, w, μ ≥ 0`` has the dual
+    ``max c·x − W·s  s.t.  A x − s ≤ d, G x ≤ 0, x, s ≥ 0`` — the simplex's form
+    (right-hand sides ``d, 0 ≥ 0``); its row duals are ``(w, μ)``.
+    """
+    rows = [list(r) + [Fraction(-1)] for r in A] + [list(r) + [Fraction(0)] for r in G]
+    res = max_le_one(list(c) + [-Fraction(W)], rows, list(d) + [Fraction(0)] * len(G))
+    if res is None:
+        return None
+    y = res[2]
+    w, mu = y[:len(A)], y[len(A):]
+    return (w, mu) if feasible(w, mu, A, G, c, W) else None
+
+
+def face_vertices(A, G, c, W, w0, mu0):
+    """Distinct dual points of the optimal face: the simplex's, and those minimizing and
+    maximizing each ``w_j`` on the face."""
+    m = len(A)
+    out = [(list(w0), list(mu0))]
+    for j in range(m):
+        for d in ([Fraction(int(i == j)) for i in range(m)], [Fraction(int(i != j)) for i in range(m)]):
+            p = _face_min(A, G, c, W, d)
+            if p is not None and all(p[0] != q[0] for q in out):
+                out.append((list(p[0]), list(p[1])))
+    return out
+
+
+def best_dual(A, G, c, coeffs, W, w0, mu0):
+    """``(w, μ)`` on the optimal face with the smallest exact ``C(w)`` found; ``(w0, μ0)`` if
+    the face is one point or no combination beats the vertex."""
+    if len(A) <= 1:
+        return w0, mu0
+    verts = face_vertices(A, G, c, W, w0, mu0)
+    if len(verts) == 1:
+        return w0, mu0
+    V = np.array([[float(x) for x in w] for w, _ in verts]).T           # m × K
+    cj = np.array([float(x) for x in coeffs])
+    Wf = float(W)
+
+    def f(lam):
+        w = V @ lam
+        pos = w > 1e-15
+        return float(np.sum(w[pos] * np.log(w[pos] / (Wf * cj[pos]))))
+
+    def grad(lam):
+        w = np.maximum(V @ lam, 1e-15)
+        return V.T @ (np.log(w / (Wf * cj)) + 1.0)
+
+    K = V.shape[1]
+    lam = np.full(K, 1.0 / K)
+    cur = f(lam)
+    eta = 1.0
+    for _ in range(400):               # exponentiated gradient with step halving
+        g = grad(lam)
+        trial = lam * np.exp(-eta * (g - g.min()))
+        trial /= trial.sum()
+        val = f(trial)
+        if val < cur - 1e-15:
+            lam, cur = trial, val
+            eta = min(eta * 1.5, 64.0)
+        else:
+            eta /= 2
+            if eta < 1e-9:
+                break
+    best = (log_constant(w0, coeffs, W), w0, mu0)
+    if not cur < best[0] - 1e-9:
+        return w0, mu0
+    for den in _DENOMINATORS:
+        lr = [max(Fraction(0), Fraction(float(x)).limit_denominator(den)) for x in lam]
+        total = sum(lr, Fraction(0))
+        if total == 0:
+            continue
+        lr = [x / total for x in lr]
+        w = [sum((lr[i] * verts[i][0][j] for i in range(K)), Fraction(0)) for j in range(len(A))]
+        mu = [sum((lr[i] * verts[i][1][k] for i in range(K)), Fraction(0)) for k in range(len(G))]
+        if not feasible(w, mu, A, G, c, W):   # cannot happen (convex combination); checked anyway
+            continue
+        val = log_constant(w, coeffs, W)
+        if val < best[0] - 1e-12:
+            best = (val, w, mu)
+            if val <= cur + 1e-9:             # as good as the numeric optimum: the simplest such
+                break
+    return best[1], best[2]
