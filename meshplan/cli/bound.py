@@ -109,6 +109,7 @@ def _s(e) -> str:
 
 def report(res, values: dict[str, int], *, tiles: bool = True, time_limit_s: float = 3.0) -> dict:
     """The JSON-ready report of one analyzed program (docs/bound.md)."""
+    from meshplan.models.soap.cases import constraint_text
     from meshplan.solvers.soap.chi import S
     from meshplan.solvers.soap.tiles import integer_tiles
 
@@ -132,6 +133,9 @@ def report(res, values: dict[str, int], *, tiles: bool = True, time_limit_s: flo
             "access": str(it.problem.access_expr()),
             "terms": [str(t) for t in it.problem.terms],
             "notes": list(it.problem.notes) + list(it.notes),
+            "cases": [{"case": c.problem.case, "constraints": [constraint_text(g) for g in c.problem.constraints],
+                       "method": c.method, "chi": _s(c.chi) if c.chi is not None else None,
+                       "X0": _s(c.X0), "rho": _s(c.rho)} for c in it.cases],
         }
         if "S" in values:
             entry["rho_value"] = it.rho_at(values["S"])
@@ -197,7 +201,8 @@ def _print(rep: dict) -> None:
     for sg in rep["subgraphs"]:
         tiles = ", ".join(f"{c}={e}" for c, e in sg["tiles"].items()) or "-"
         t.add_row("{" + ", ".join(sg["arrays"]) + "}", " ".join(sg["statements"]), sg["rho"],
-                  sg["chi"] or "-", sg["X0"], tiles, sg["method"])
+                  sg["chi"] or "-", sg["X0"], tiles,
+                  sg["method"] + (f" ({len(sg['cases'])} cases)" if sg["cases"] else ""))
     con.print(t)
     con.print(f"  bound     Q ≥ {rep['bound']}")
     con.print(f"  leading   Q ≳ {rep['leading_term']}")

@@ -89,3 +89,17 @@ def test_violation_in_one_of_several_functions_names_the_function(tmp_path, caps
     assert code == 2 and "function bad" in err and "condition 5" in err
     code, out, _ = run(capsys, "bound", str(f), "--function", "ok", "--json")
     assert code == 0 and json.loads(out)["program"] == "ok"
+
+
+def test_json_lists_the_max_cases_of_the_thesis_convolution(capsys):
+    code, out, err = run(capsys, "bound", str(EX / "conv2d_thesis.py"), "--json", "--time-limit", "1",
+                         "--params", "NB=2,NC=16,NK=16,NW=8,NH=8,NR=3,NS=3,S=256")
+    assert code == 0, err
+    rep = json.loads(out)
+    assert rep["rho"] == "S/2"
+    (sg,) = rep["subgraphs"]
+    assert len(sg["cases"]) == 4 and all(c["rho"] == "S/2" for c in sg["cases"])
+    assert {len(c["constraints"]) for c in sg["cases"]} == {2}
+    assert "Max(" in sg["access"]              # the access terms keep the max; the cases split it
+    it = rep["integer_tiles"]
+    assert it["integer_work"] >= it["rounded_work"]
