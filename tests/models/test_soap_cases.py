@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 import sympy as sp
@@ -15,21 +16,11 @@ from meshplan.models.soap.cases import MAX_CASES, has_max, split_cases
 
 
 def _problem(src: str, H):
-    (p,) = parse_source(src)
+    (p,) = parse_source(src)   # one function per source
     return p, subgraph_problem(build_sdg(p), H)
 
 
-CONV = """
-def conv(NB, NC, NK, NW, NH, NR, NS):
-    for b in range(NB):
-        for c in range(NC):
-            for k in range(NK):
-                for w in range(NW):
-                    for h in range(NH):
-                        for r in range(NR):
-                            for s in range(NS):
-                                Out[k, h, w, b] += Image[r + w, s + h, c, b] * Filter[k, r, s]
-"""
+CONV = (Path(__file__).resolve().parents[2] / "examples" / "loops" / "conv2d_thesis.py").read_text()
 
 
 def test_convolution_splits_into_four_cases_with_order_constraints():
