@@ -160,26 +160,38 @@ def _dominated(work: dict, access: dict, constraints) -> bool:
 
 
 def linear_domination(problem: SubProblem):
-    """``z`` with χ(X) ≤ z·X, from assigning each work monomial to an access monomial ≥ it.
+    """``z`` with χ(X) ≤ z·X, from spreading each work monomial over access monomials ≥ it.
 
     If a work monomial ``m_s`` is ≤ an access monomial ``n_j`` for all |D| ≥ 1
-    (under the case's order constraints, :func:`_dominated`), assigning each
-    ``m_s`` to such a ``j`` gives ``Σ m_s ≤ max_j (load_j / c_j) · Σ c_j n_j ≤ z·X``.
-    Tighter than the AM-GM sum when several statements share the work
-    (``None`` when some work monomial is dominated by no access monomial).
+    (under the case's order constraints, :func:`_dominated`), any fractional
+    assignment ``a_sj ≥ 0`` with ``Σ_j a_sj = 1`` gives
+    ``Σ_s m_s ≤ Σ_j (Σ_s a_sj) n_j ≤ max_j (Σ_s a_sj / c_j) · Σ_j c_j n_j ≤ z·X``.
+    The best ``z`` is an LP, solved exactly: with ``b = a/z`` and ``θ = 1/z``,
+    ``max θ  s.t.  Σ_s b_sj ≤ c_j,  θ ≤ Σ_j b_sj,  b, θ ≥ 0``.  Tighter than the
+    AM-GM sum when several statements share the work (``None`` when some work
+    monomial is dominated by no access monomial).
     """
     monos = _monomials(problem)
-    load: dict[tuple, Fraction] = {k: Fraction(0) for k in monos}
-    works = sorted((tuple(sorted((v, Fraction(cls.count(v))) for v in set(cls))) for _, cls in problem.work),
-                   key=lambda w: -sum(e for _, e in w))
-    for w in works:
-        a = dict(w)
-        cands = [k for k in monos if _dominated(a, dict(k), problem.constraints)]
+    keys = [k for k in monos if k]
+    works = [dict((v, Fraction(cls.count(v))) for v in set(cls)) for _, cls in problem.work]
+    pairs = []                       # (s, j) with m_s ≤ n_j
+    for si, w in enumerate(works):
+        cands = [j for j, k in enumerate(keys) if _dominated(w, dict(k), problem.constraints)]
         if not cands:
             return None
-        best = min(cands, key=lambda k: (load[k] + 1) / monos[k])
-        load[best] += 1
-    return max(load[k] / monos[k] for k in monos)
+        pairs += [(si, j) for j in cands]
+    nvar = len(pairs) + 1            # b_sj ..., θ
+    rows, rhs = [], []
+    for j, k in enumerate(keys):     # Σ_s b_sj ≤ c_j
+        rows.append([Fraction(int(pj == j)) for _, pj in pairs] + [Fraction(0)])
+        rhs.append(monos[k])
+    for si in range(len(works)):     # θ − Σ_j b_sj ≤ 0
+        rows.append([Fraction(-int(ps == si)) for ps, _ in pairs] + [Fraction(1)])
+        rhs.append(Fraction(0))
+    res = max_le_one([Fraction(0)] * (nvar - 1) + [Fraction(1)], rows, rhs)
+    if res is None or res[0] <= 0:
+        return None
+    return 1 / res[0]
 
 
 def _monomials(problem: SubProblem) -> dict[tuple, Fraction]:

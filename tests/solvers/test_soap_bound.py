@@ -254,3 +254,17 @@ def test_size_dependent_ranges_state_their_assumption():
     that assumption, which the analysis reports."""
     r = result("stencil_5_1")
     assert any("N - 2*T + 2 >= 0" in n for n in r.notes)
+
+
+def test_linear_domination_spreads_work_fractionally_and_is_tight_for_gesummv():
+    # {tmp, y}: work 2ij + 3i on access 2ij + 2i + j.  Greedy assignment gave z = 3/2; the LP
+    # spreads the i-monomials over ij and i: z = 5/4, attained by tiles j = 1, i → ∞ (5i on 4i + 1).
+    r = result("gesummv")
+    it = r.intensity_of(("tmp", "y"))
+    assert it.rho == sp.Rational(5, 4)
+    D = it.problem.symbols
+    tile = {D[c]: (1 if c.startswith("j") else 10 ** 6) for c in it.problem.classes}
+    ratio = float(it.problem.work_expr().subs(tile) / it.problem.access_expr().subs(tile))
+    assert 1.2499 < ratio <= 1.25
+    N = sym("N")
+    assert sp.simplify(r.leading - sp.Rational(8, 5) * N ** 2) == 0
