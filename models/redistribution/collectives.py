@@ -35,10 +35,12 @@ def _check_axes(axes: tuple[str, ...]) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class AllGather:
+class _OneDim:
+    """A collective over the axes ``axes`` of one dimension ``dim`` (allgather, dynslice)."""
+
     dim: int
     axes: tuple[str, ...]
-    op = "allgather"
+    op = ""
 
     def __post_init__(self) -> None:
         _check_axes(self.axes)
@@ -48,24 +50,17 @@ class AllGather:
         return (self.dim,)
 
     def __str__(self) -> str:
-        return f"allgather({self.dim}, {{{','.join(self.axes)}}})"
+        return f"{self.op}({self.dim}, {{{','.join(self.axes)}}})"
 
 
 @dataclass(frozen=True, slots=True)
-class DynSlice:
-    dim: int
-    axes: tuple[str, ...]
+class AllGather(_OneDim):
+    op = "allgather"
+
+
+@dataclass(frozen=True, slots=True)
+class DynSlice(_OneDim):
     op = "dynslice"
-
-    def __post_init__(self) -> None:
-        _check_axes(self.axes)
-
-    @property
-    def dims(self) -> tuple[int, ...]:
-        return (self.dim,)
-
-    def __str__(self) -> str:
-        return f"dynslice({self.dim}, {{{','.join(self.axes)}}})"
 
 
 @dataclass(frozen=True, slots=True)
