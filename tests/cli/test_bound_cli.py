@@ -8,19 +8,12 @@ from pathlib import Path
 import pytest
 import sympy as sp
 
-from meshplan.cli import main
 
 EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def test_json_for_mmm_with_params(capsys):
-    code, out, err = run(capsys, "bound", str(EX / "mmm.py"), "--params", "M=512,N=512,K=512,S=4096,p=4",
+def test_json_for_mmm_with_params(cli):
+    code, out, err = cli("bound", str(EX / "mmm.py"), "--params", "M=512,N=512,K=512,S=4096,p=4",
                          "--json", "--time-limit", "1")
     assert code == 0, err
     rep = json.loads(out)
@@ -38,19 +31,19 @@ def test_json_for_mmm_with_params(capsys):
     assert sg["method"] == "kkt" and sg["X0"] == "3*S"
 
 
-def test_einsum_and_table_output(capsys):
-    code, out, _ = run(capsys, "bound", "--einsum", "ij,jk->ik")
+def test_einsum_and_table_output(cli):
+    code, out, _ = cli("bound", "--einsum", "ij,jk->ik")
     assert code == 0
     assert "2*N_i*N_j*N_k/sqrt(S)" in out
 
 
-def test_file_with_several_functions_gives_a_list(tmp_path, capsys):
+def test_file_with_several_functions_gives_a_list(tmp_path, cli):
     f = tmp_path / "k.py"
     f.write_text((EX / "mmm.py").read_text() + "\n\n" + (EX / "lu.py").read_text())
-    code, out, _ = run(capsys, "bound", str(f), "--json")
+    code, out, _ = cli("bound", str(f), "--json")
     assert code == 0
     assert [r["program"] for r in json.loads(out)["programs"]] == ["mmm", "lu"]
-    code, out, _ = run(capsys, "bound", str(f), "--function", "lu", "--json")
+    code, out, _ = cli("bound", str(f), "--function", "lu", "--json")
     assert json.loads(out)["program"] == "lu"
 
 
@@ -61,38 +54,38 @@ def test_file_with_several_functions_gives_a_list(tmp_path, capsys):
     (["bound", "--einsum", "ij,jk->ik", "--params", "N_i=x"], "must be an integer"),
     (["bound", "--einsum", "ij,jk->ik", "--params", "Q=3"], "not a parameter"),
 ])
-def test_malformed_input_is_one_line_and_exit_2(capsys, argv, needle):
-    code, out, err = run(capsys, *argv)
+def test_malformed_input_is_one_line_and_exit_2(cli, argv, needle):
+    code, out, err = cli(*argv)
     assert code == 2
     assert err.startswith("error: ") and needle in err and err.count("\n") == 1
 
 
-def test_program_outside_soap_names_the_condition(tmp_path, capsys):
+def test_program_outside_soap_names_the_condition(tmp_path, cli):
     f = tmp_path / "bad.py"
     f.write_text("def f(N):\n    for i in range(N):\n        for j in range(N):\n            A[i * j] += B[i]\n")
-    code, _, err = run(capsys, "bound", str(f))
+    code, _, err = cli("bound", str(f))
     assert code == 2 and "condition 5" in err
 
 
-def test_strict_rejects_projections(capsys):
-    code, _, err = run(capsys, "bound", str(EX / "lu.py"), "--strict")
+def test_strict_rejects_projections(cli):
+    code, _, err = cli("bound", str(EX / "lu.py"), "--strict")
     assert code == 2 and "SOAP condition" in err and "--strict" in err
-    code, _, _ = run(capsys, "bound", str(EX / "stencil_5_1.py"), "--strict")
+    code, _, _ = cli("bound", str(EX / "stencil_5_1.py"), "--strict")
     assert code == 0
 
 
-def test_violation_in_one_of_several_functions_names_the_function(tmp_path, capsys):
+def test_violation_in_one_of_several_functions_names_the_function(tmp_path, cli):
     f = tmp_path / "two.py"
     f.write_text("def ok(N):\n    for i in range(N):\n        y[i] += x[i]\n\n"
                  "def bad(N):\n    for i in range(N):\n        for j in range(N):\n            A[i * j] += B[i]\n")
-    code, _, err = run(capsys, "bound", str(f))
+    code, _, err = cli("bound", str(f))
     assert code == 2 and "function bad" in err and "condition 5" in err
-    code, out, _ = run(capsys, "bound", str(f), "--function", "ok", "--json")
+    code, out, _ = cli("bound", str(f), "--function", "ok", "--json")
     assert code == 0 and json.loads(out)["program"] == "ok"
 
 
-def test_json_lists_the_max_cases_of_the_thesis_convolution(capsys):
-    code, out, err = run(capsys, "bound", str(EX / "conv2d_thesis.py"), "--json", "--time-limit", "1",
+def test_json_lists_the_max_cases_of_the_thesis_convolution(cli):
+    code, out, err = cli("bound", str(EX / "conv2d_thesis.py"), "--json", "--time-limit", "1",
                          "--params", "NB=2,NC=16,NK=16,NW=8,NH=8,NR=3,NS=3,S=256")
     assert code == 0, err
     rep = json.loads(out)

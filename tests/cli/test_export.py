@@ -7,28 +7,18 @@ import json
 import numpy as np
 import pytest
 
-from meshplan.cli import main
 from meshplan.exec.launch import run_mpi_json
 from meshplan.models.placement import ParallelismMatrix
 from meshplan.models.system import System
 
 
-def cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.fixture(scope="module")
-def schedule(tmp_path_factory):
-    path = tmp_path_factory.mktemp("export") / "plan.json"
-    assert main(["solve", "placement", "--system", "node=2,cpu=2,gpu=2", "--axes", "2,4", "--reduce", "1",
-                 "--max-size", "3", "--export", str(path), "--json"]) == 0
-    return path
+def schedule(export_schedule):
+    return export_schedule("export", "node=2,cpu=2,gpu=2", "2,4", "1")
 
 
 @pytest.mark.mpi
-def test_generated_mpi4py_script_runs_and_verifies(capsys, schedule, tmp_path):
+def test_generated_mpi4py_script_runs_and_verifies(cli, schedule, tmp_path):
     doc = json.loads(schedule.read_text())
     # a placement whose program 0 has several steps, to exercise chunk layouts
     pl = next(i for i, p in enumerate(doc["placements"]) if len(p["programs"][0]["steps"]) > 1)
@@ -39,7 +29,7 @@ def test_generated_mpi4py_script_runs_and_verifies(capsys, schedule, tmp_path):
     seen = set()
     for k in (0, other):
         prog = tmp_path / f"reduce{k}.py"
-        code, out, _ = cli(capsys, "export", str(schedule), "--format", "mpi4py", "--placement", str(pl),
+        code, out, _ = cli("export", str(schedule), "--format", "mpi4py", "--placement", str(pl),
                            "--program", str(k), "-o", str(prog))
         assert code == 0 and "mpiexec -n 8" in out
         text = prog.read_text()
@@ -50,21 +40,21 @@ def test_generated_mpi4py_script_runs_and_verifies(capsys, schedule, tmp_path):
     assert len(seen) >= 4
 
 
-def test_mpi4py_to_stdout_is_a_python_program(capsys, schedule):
-    code, out, _ = cli(capsys, "export", str(schedule), "--format", "mpi4py")
+def test_mpi4py_to_stdout_is_a_python_program(cli, schedule):
+    code, out, _ = cli("export", str(schedule), "--format", "mpi4py")
     assert code == 0
     compile(out, "reduce.py", "exec")
 
 
 @pytest.mark.parametrize("fmt,needle", [("jax-mesh", "Mesh(devices, axis_names=('data', 'model'))"),
                                         ("torch-mesh", "DeviceMesh(\"cuda\", device_order")])
-def test_mesh_exports_give_the_placement_device_order(capsys, schedule, fmt, needle):
+def test_mesh_exports_give_the_placement_device_order(cli, schedule, fmt, needle):
     doc = json.loads(schedule.read_text())
     for pl in range(len(doc["placements"])):
-        code, out, _ = cli(capsys, "export", str(schedule), "--format", fmt, "--placement", str(pl),
+        code, out, _ = cli("export", str(schedule), "--format", fmt, "--placement", str(pl),
                            "--axis-names", "data,model")
         assert code == 0 and needle in out
-        code, out, _ = cli(capsys, "export", str(schedule), "--format", fmt, "--placement", str(pl), "--json")
+        code, out, _ = cli("export", str(schedule), "--format", fmt, "--placement", str(pl), "--json")
         got = json.loads(out)
         m = ParallelismMatrix.of(System.parse("node=2,cpu=2,gpu=2"), doc["placements"][pl]["matrix"])
         order = np.array(got["device_order"])
@@ -81,6 +71,6 @@ def test_mesh_exports_give_the_placement_device_order(capsys, schedule, fmt, nee
     (["--format", "mpi4py", "--program", "500"], "out of range"),
     (["--format", "torch-mesh", "--placement", "9"], "out of range"),
 ])
-def test_export_bad_input(capsys, schedule, argv, msg):
-    code, _, err = cli(capsys, "export", str(schedule), *argv)
+def test_export_bad_input(cli, schedule, argv, msg):
+    code, _, err = cli("export", str(schedule), *argv)
     assert code == 2 and msg in err

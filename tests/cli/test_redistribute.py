@@ -9,20 +9,14 @@ import pytest
 from meshplan.cli import main
 
 
-def run(capsys, *argv):
-    code = main(["redistribute", *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_table_output_with_baseline(capsys):
-    code, out, _ = run(capsys, "[3{x}12,2{y}12]", "[2{y}12,3{x}12]", "--mesh", "x=4,y=6", "--baseline")
+def test_table_output_with_baseline(cli):
+    code, out, _ = cli("redistribute", "[3{x}12,2{y}12]", "[2{y}12,3{x}12]", "--mesh", "x=4,y=6", "--baseline")
     assert code == 0
     assert "alltoall" in out and "allpermute" in out and "baseline" in out and "height" in out
 
 
-def test_json_output(capsys):
-    code, out, _ = run(capsys, "[16{y}32,16,16{x}64]", "[32,2{x,y}16,64]", "--mesh", "x=4,y=2", "--json",
+def test_json_output(cli):
+    code, out, _ = cli("redistribute", "[16{y}32,16,16{x}64]", "[32,2{x,y}16,64]", "--mesh", "x=4,y=2", "--json",
                        "--dtype", "f64")
     assert code == 0
     doc = json.loads(out)
@@ -42,8 +36,8 @@ def test_json_output(capsys):
     (["[3{x}12,4]", "[4,3{x}12]", "--mesh", "x=4"], "different global shapes"),   # mismatched shapes
     (["[3{x}12]", "[3{x}12]", "--mesh", "x=0"], "positive"),                      # bad mesh
 ])
-def test_bad_input_is_one_line_exit_2(capsys, argv, msg):
-    code, out, err = run(capsys, *argv)
+def test_bad_input_is_one_line_exit_2(cli, argv, msg):
+    code, out, err = cli("redistribute", *argv)
     assert code == 2
     assert err.startswith("error: ") and err.count("\n") == 1 and msg in err
 
@@ -57,8 +51,8 @@ def test_argparse_errors_exit_2(capsys, argv):
 
 
 @pytest.mark.mpi
-def test_run_on_mpi_json(capsys):
-    code, out, _ = run(capsys, "[16{y}32,16,16{x}64]", "[32,2{x,y}16,64]", "--mesh", "x=4,y=2", "--run",
+def test_run_on_mpi_json(cli):
+    code, out, _ = cli("redistribute", "[16{y}32,16,16{x}64]", "[32,2{x,y}16,64]", "--mesh", "x=4,y=2", "--run",
                        "--json", "--repeats", "1")
     assert code == 0
     doc = json.loads(out)
@@ -67,6 +61,6 @@ def test_run_on_mpi_json(capsys):
     assert doc["run"]["baseline"]["peak_tile_bytes"] == 4 * 32 * 16 * 64
 
 
-def test_run_with_wrong_np(capsys):
-    code, _, err = run(capsys, "[4{x}16]", "[16]", "--mesh", "x=4", "--run", "--np", "8")
+def test_run_with_wrong_np(cli):
+    code, _, err = cli("redistribute", "[4{x}16]", "[16]", "--mesh", "x=4", "--run", "--np", "8")
     assert code == 2 and "--np" in err

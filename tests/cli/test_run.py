@@ -6,21 +6,10 @@ import json
 
 import pytest
 
-from meshplan.cli import main
-
-
-def cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
 
 @pytest.fixture(scope="module")
-def schedule(tmp_path_factory):
-    path = tmp_path_factory.mktemp("run") / "plan.json"
-    assert main(["solve", "placement", "--system", "node=2,gpu=2", "--axes", "2,2", "--reduce", "0",
-                 "--max-size", "3", "--export", str(path), "--json"]) == 0
-    return path
+def schedule(export_schedule):
+    return export_schedule("run", "node=2,gpu=2", "2,2", "0")
 
 
 def _with_program(schedule, tmp_path, name, steps):
@@ -34,8 +23,8 @@ def _with_program(schedule, tmp_path, name, steps):
 
 
 @pytest.mark.mpi
-def test_run_json_verifies_every_program(capsys, schedule):
-    code, out, _ = cli(capsys, "run", str(schedule), "--bytes", "16KiB", "--repeat", "2", "--json")
+def test_run_json_verifies_every_program(cli, schedule):
+    code, out, _ = cli("run", str(schedule), "--bytes", "16KiB", "--repeat", "2", "--json")
     assert code == 0
     doc = json.loads(out)
     assert doc["np"] == 4 and doc["failed"] == 0 and doc["verified"] == len(doc["programs"]) == 6
@@ -47,18 +36,18 @@ def test_run_json_verifies_every_program(capsys, schedule):
 
 
 @pytest.mark.mpi
-def test_run_reports_an_invalid_program_as_unverified(capsys, schedule, tmp_path):
+def test_run_reports_an_invalid_program_as_unverified(cli, schedule, tmp_path):
     groups = json.loads(schedule.read_text())["placements"][0]["reduction_groups"]
     twice = [{"collective": "AllReduce", "groups": groups}] * 2  # P2 Figure 4b: reduced twice
     stuck = [{"collective": "Reduce", "groups": groups}, {"collective": "AllReduce", "groups": [[0, 1, 2, 3]]}]
     path, i = _with_program(schedule, tmp_path, "twice", twice)
-    code, out, _ = cli(capsys, "run", str(path), "--placement", "0", "--program", f"0,{i}", "--bytes", "4KiB",
+    code, out, _ = cli("run", str(path), "--placement", "0", "--program", f"0,{i}", "--bytes", "4KiB",
                        "--repeat", "1")
     assert code == 1
     assert "1 of 2 programs verified" in out and "differs from the numpy sum" in out
     assert "reduced twice" in out  # the checker's reason is shown next to the MPI result
     path, i = _with_program(schedule, tmp_path, "stuck", stuck)
-    code, out, _ = cli(capsys, "run", str(path), "--placement", "0", "--program", str(i), "--json",
+    code, out, _ = cli("run", str(path), "--placement", "0", "--program", str(i), "--json",
                        "--repeat", "1", "--bytes", "4KiB")
     assert code == 1
     p = json.loads(out)["programs"][0]
@@ -72,15 +61,15 @@ def test_run_reports_an_invalid_program_as_unverified(capsys, schedule, tmp_path
     (["--bytes", "lots"], "bad size"),
     (["--repeat", "0"], "at least 1"),
 ])
-def test_run_bad_input_exits_2(capsys, schedule, argv, msg):
-    code, _, err = cli(capsys, "run", str(schedule), *argv)
+def test_run_bad_input_exits_2(cli, schedule, argv, msg):
+    code, _, err = cli("run", str(schedule), *argv)
     assert code == 2 and err.startswith("error: ") and msg in err and "Traceback" not in err
 
 
-def test_run_rejects_a_file_that_is_not_a_schedule(capsys, tmp_path):
+def test_run_rejects_a_file_that_is_not_a_schedule(cli, tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text('{"hello": 1}')
-    code, _, err = cli(capsys, "run", str(bad))
+    code, _, err = cli("run", str(bad))
     assert code == 2 and "not a meshplan schedule" in err
 
 
@@ -90,28 +79,22 @@ SMALL_FIG2 = ["--system", "rack=1,server=2,cpu=2,gpu=2", "--axes", "2,4", "--red
 
 
 @pytest.mark.mpi
-def test_run_an_invalid_example_text_program(capsys):
+def test_run_an_invalid_example_text_program(cli):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
     path = root / EXAMPLE
-    try:
-        import meshplan.models.reduction.program_text  # noqa: F401
-    except ImportError:
-        pytest.skip("the program text parser of issue 3 is absent")
-    if not path.is_file():
-        pytest.skip(f"{EXAMPLE} (issue 3) is absent")
     # the file is written for P2's 16-GPU Figure 2 system; tests stay at 8 ranks (same level names)
-    code, out, _ = cli(capsys, "run", str(path), *SMALL_FIG2, "--bytes", "4KiB", "--repeat", "1", "--json")
+    code, out, _ = cli("run", str(path), *SMALL_FIG2, "--bytes", "4KiB", "--repeat", "1", "--json")
     assert code == 1
     p = json.loads(out)["programs"][0]
     assert p["executable"] and not p["verified"] and "reduced twice" in p["checker"]
 
 
-def test_text_program_needs_its_placement(capsys, tmp_path, schedule):
+def test_text_program_needs_its_placement(cli, tmp_path, schedule):
     prog = tmp_path / "p.txt"
     prog.write_text("AllReduce slice=root form=InsideGroup\n")
-    code, _, err = cli(capsys, "run", str(prog), "--system", "node=2,gpu=2")
+    code, _, err = cli("run", str(prog), "--system", "node=2,gpu=2")
     assert code == 2 and "--axes, --reduce" in err
-    code, _, err = cli(capsys, "run", str(schedule), "--system", "node=2,gpu=2")
+    code, _, err = cli("run", str(schedule), "--system", "node=2,gpu=2")
     assert code == 2 and "for text programs" in err

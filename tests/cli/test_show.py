@@ -6,29 +6,19 @@ import json
 
 import pytest
 
-from meshplan.cli import main
 from meshplan.plots import device_positions
 
 
-def cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.fixture(scope="module")
-def schedule(tmp_path_factory):
-    path = tmp_path_factory.mktemp("show") / "plan.json"
-    assert main(["solve", "placement", "--system", "rack=1,server=2,cpu=2,gpu=4", "--axes", "4,4", "--reduce", "1",
-                 "--max-size", "3", "--export", str(path), "--json"]) == 0
-    return path
+def schedule(export_schedule):
+    return export_schedule("show", "rack=1,server=2,cpu=2,gpu=4", "4,4", "1")
 
 
-def test_show_writes_a_png_with_a_panel_per_step(capsys, schedule, tmp_path):
+def test_show_writes_a_png_with_a_panel_per_step(cli, schedule, tmp_path):
     doc = json.loads(schedule.read_text())
     pl = next(i for i, p in enumerate(doc["placements"]) if len(p["programs"][0]["steps"]) == 3)
     png = tmp_path / "plan.png"
-    code, out, _ = cli(capsys, "show", str(schedule), "--png", str(png), "--placement", str(pl), "--json")
+    code, out, _ = cli("show", str(schedule), "--png", str(png), "--placement", str(pl), "--json")
     assert code == 0
     assert json.loads(out) == {"png": str(png), "panels": 4, "placement": pl, "program": 0}
     data = png.read_bytes()
@@ -37,13 +27,13 @@ def test_show_writes_a_png_with_a_panel_per_step(capsys, schedule, tmp_path):
 
 @pytest.mark.parametrize("argv,msg", [(["--placement", "9"], "out of range"), (["--program", "999"], "out of range"),
                                       (["--dpi", "5"], "--dpi")])
-def test_show_bad_input(capsys, schedule, tmp_path, argv, msg):
-    code, _, err = cli(capsys, "show", str(schedule), "--png", str(tmp_path / "x.png"), *argv)
+def test_show_bad_input(cli, schedule, tmp_path, argv, msg):
+    code, _, err = cli("show", str(schedule), "--png", str(tmp_path / "x.png"), *argv)
     assert code == 2 and msg in err
 
 
-def test_show_reports_an_unwritable_file(capsys, schedule, tmp_path):
-    code, _, err = cli(capsys, "show", str(schedule), "--png", str(tmp_path / "no" / "such" / "dir.png"))
+def test_show_reports_an_unwritable_file(cli, schedule, tmp_path):
+    code, _, err = cli("show", str(schedule), "--png", str(tmp_path / "no" / "such" / "dir.png"))
     assert code == 2 and err.startswith("error: cannot write")
 
 

@@ -13,23 +13,17 @@ from meshplan.cli import main
 from meshplan.schedule import SCHEMA, load_schedule
 
 
-def _run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_table_output(capsys):
-    code, out, err = _run(capsys, "solve", "placement", "--system", "v100-2x8", "--axes", "2,8", "--reduce", "1")
+def test_table_output(cli):
+    code, out, err = cli("solve", "placement", "--system", "v100-2x8", "--axes", "2,8", "--reduce", "1")
     assert code == 0 and err == ""
     for word in ("matrix", "AllReduce", "best program", "speed-up", "best placement", "[[2,1],[1,8]]"):
         assert word in out
 
 
-def test_json_has_every_placement_and_program(capsys, tmp_path):
+def test_json_has_every_placement_and_program(cli, tmp_path):
     exp = tmp_path / "s.json"
-    code, out, _ = _run(capsys, "solve", "placement", "--system", "a100-2x16", "--axes", "2,2,8",
-                        "--reduce", "0,2", "--json", "--export", str(exp), "--bytes", "64MiB", "--algo", "tree")
+    code, out, _ = cli("solve", "placement", "--system", "a100-2x16", "--axes", "2,2,8",
+                       "--reduce", "0,2", "--json", "--export", str(exp), "--bytes", "64MiB", "--algo", "tree")
     assert code == 0
     doc = json.loads(out)
     assert doc == json.loads(exp.read_text())
@@ -52,14 +46,14 @@ def test_json_has_every_placement_and_program(capsys, tmp_path):
     assert sched.placements[0].programs[0].lowered.num_devices == 32
 
 
-def test_paper_dialect_and_limits(capsys):
-    code, out, _ = _run(capsys, "solve", "placement", "--system", "node=2,gpu=4", "--axes", "2,4", "--reduce", "1",
-                        "--dsl", "paper", "--json", "--pin", "1:node=2")
+def test_paper_dialect_and_limits(cli):
+    code, out, _ = cli("solve", "placement", "--system", "node=2,gpu=4", "--axes", "2,4", "--reduce", "1",
+                       "--dsl", "paper", "--json", "--pin", "1:node=2")
     doc = json.loads(out)
     assert code == 0 and [pl["matrix"] for pl in doc["placements"]] == [[[1, 2], [2, 2]]]
     assert doc["placements"][0]["num_programs"] == 47 and doc["dsl"] == "paper"
-    code, out, _ = _run(capsys, "solve", "placement", "--system", "node=2,gpu=4", "--axes", "2,4", "--reduce", "1",
-                        "--max-size", "2", "--json", "--inside", "1:gpu")
+    code, out, _ = cli("solve", "placement", "--system", "node=2,gpu=4", "--axes", "2,4", "--reduce", "1",
+                       "--max-size", "2", "--json", "--inside", "1:gpu")
     doc = json.loads(out)
     assert all(p["size"] <= 2 for pl in doc["placements"] for p in pl["programs"])
 
