@@ -182,35 +182,12 @@ def test_generated_einsums_respect_their_bound(spec, memory):
     assert 0 <= bound <= run_program_order(p, params, memory), spec
 
 
-@st.composite
-def programs(draw):
-    """Random affine loop nests: 1-3 statements, offsets, triangular bounds, in-place updates."""
-    vs = "ijk"
-    lines = ["def gen(N, M):"]
-    for _ in range(draw(st.integers(1, 3))):
-        depth = draw(st.integers(1, 3))
-        for d in range(depth):
-            lo = draw(st.sampled_from(["0", "1"] + [f"{u} + 1" for u in vs[:d]]))
-            hi = draw(st.sampled_from(["N", "M"] + [f"{u} + 1" for u in vs[:d]]))
-            lines.append("    " * (d + 1) + f"for {vs[d]} in range({lo}, {hi}):")
-        out = draw(st.lists(st.sampled_from(vs[:depth]), min_size=1, max_size=2, unique=True))
-        reads = []
-        for _ in range(draw(st.integers(0, 3))):
-            arr = draw(st.sampled_from("ABCXY"))
-            dims = draw(st.lists(st.sampled_from(vs[:depth]), min_size=1, max_size=2))
-            off = draw(st.lists(st.integers(-1, 1), min_size=len(dims), max_size=len(dims)))
-            reads.append(f"{arr}[{', '.join(f'{v} + {o}' if o else v for v, o in zip(dims, off))}]")
-        op = draw(st.sampled_from(["=", "+="]))
-        lines.append("    " * (depth + 1) + f"{draw(st.sampled_from('ABC'))}[{', '.join(out)}] {op} "
-                     f"{' * '.join(reads) or '1.0'}")
-    return "\n".join(lines) + "\n"
-
-
 @settings(max_examples=30, deadline=None)
-@given(programs(), st.integers(8, 24))
-def test_random_programs_respect_their_bound(src, memory):
+@given(data=st.data(), memory=st.integers(8, 24))
+def test_random_programs_respect_their_bound(soap_programs, data, memory):
     from meshplan.models.errors import ModelError
 
+    src = data.draw(soap_programs)
     (p,) = parse_source(src)
     try:
         res = analyze(p)
