@@ -22,12 +22,11 @@ from meshplan.models.errors import ModelError
 from meshplan.models.soap.access import Finding, check_conditions
 from meshplan.models.soap.program import Program, Statement, sym
 from meshplan.models.soap.sdg import SubProblem, build_sdg, subgraph_problem
-from meshplan.solvers.soap.chi import S, Intensity, intensity
+from meshplan.solvers.soap.chi import SAMPLE_S, S, Intensity, dominating, intensity
 
 __all__ = ["ArrayBound", "ProgramBound", "analyze", "iterations", "leading_term", "P"]
 
 P = sp.Symbol("p", positive=True)
-_SAMPLE_S = (2.0 ** 4, 2.0 ** 10, 2.0 ** 16, 2.0 ** 24, 2.0 ** 32)
 
 
 def _range_lengths(st: Statement):
@@ -200,11 +199,10 @@ def _max_rho(cands: list[Intensity]):
     if len(finite) < len(cands):
         inf = next(c for c in cands if c.rho == sp.oo)
         return sp.oo, inf.problem.arrays
-    vals = [[c.rho_at(s) for s in _SAMPLE_S] for c in finite]
-    for i, c in enumerate(finite):
-        if all(all(vals[i][k] >= vals[j][k] * (1 - 1e-12) for k in range(len(_SAMPLE_S)))
-               for j in range(len(finite))):
-            return c.rho, c.problem.arrays
+    vals = [[c.rho_at(s) for s in SAMPLE_S] for c in finite]
+    i = dominating(vals)
+    if i is not None:
+        return finite[i].rho, finite[i].problem.arrays
     top = max(range(len(finite)), key=lambda i: vals[i][-1])
     return sp.Max(*[c.rho for c in finite]), finite[top].problem.arrays
 

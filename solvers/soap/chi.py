@@ -39,7 +39,7 @@ from meshplan.solvers.soap.symbols import S, X
 
 __all__ = ["X", "S", "Intensity", "intensity", "kkt", "kkt_system", "relaxation", "linear_domination",
            "closed_form", "equality_tiles", "numeric_tiles", "KKT_MAX_DEGREE", "KKT_MAX_BRANCHES",
-           "ARGMIN_MAX_DEGREE"]
+           "ARGMIN_MAX_DEGREE", "SAMPLE_S", "dominating"]
 
 #: The KKT systems are solved by :func:`polysys.solve_bounded`: linear
 #: elimination, splitting on factors, and univariate equations of degree at most
@@ -237,6 +237,18 @@ def _globally_max(problem: SubProblem, chi: sp.Expr, samples: int = 300) -> bool
 
 # -- intensity ---------------------------------------------------------------------
 
+#: memory sizes at which candidate intensities are compared (a sampled check, not a proof)
+SAMPLE_S = (2.0 ** 4, 2.0 ** 10, 2.0 ** 16, 2.0 ** 24, 2.0 ** 32)
+
+
+def dominating(values: list[list[float]]) -> int | None:
+    """The index of a row that is ≥ every other row at every sample (first such), else ``None``."""
+    for i, row in enumerate(values):
+        if all(all(a >= b * (1 - 1e-12) for a, b in zip(row, other)) for other in values):
+            return i
+    return None
+
+
 def intensity(problem: SubProblem) -> Intensity:
     """ρ(S) of ``problem``: closed form, else KKT, else the certified relaxation.
 
@@ -276,11 +288,8 @@ def _combine(problem: SubProblem, results: list[Intensity]) -> Intensity:
     for v in vals:
         if not any(sp.simplify(v - u) == 0 for u in uniq):
             uniq.append(v)
-    samples = (2.0 ** 4, 2.0 ** 10, 2.0 ** 20, 2.0 ** 40)
-    num = [[float(v.subs(S, sv)) for sv in samples] for v in uniq]
-    dom = [i for i in range(len(uniq)) if all(all(num[i][k] >= num[j][k] * (1 - 1e-12) for k in range(len(samples)))
-                                              for j in range(len(uniq)))]
-    rho = uniq[dom[0]] if dom else sp.Max(*uniq)
+    dom = dominating([[float(v.subs(S, sv)) for sv in SAMPLE_S] for v in uniq])
+    rho = uniq[dom] if dom is not None else sp.Max(*uniq)
     chis: list = []
     for r in results:
         if not any(sp.simplify(r.chi - c) == 0 for c in chis):
@@ -310,7 +319,7 @@ def _intensity_case(problem: SubProblem) -> Intensity:
         X0 = _argmin(chi)
         if X0 is None:
             if W > 1:
-                X0 = sp.Rational(W.numerator, W.denominator) * S / (sp.Rational(W.numerator, W.denominator) - 1)
+                X0 = sp.Rational(W) * S / (sp.Rational(W) - 1)
                 notes.append("dχ/dX = 0 not solved; X0 = W·S/(W-1) from the exponent (any X > S is valid)")
             else:
                 X0 = sp.oo
@@ -321,9 +330,9 @@ def _intensity_case(problem: SubProblem) -> Intensity:
             rho = sp.simplify(chi.subs(X, X0) / (X0 - S))
             tiles = {c: sp.simplify(e.subs(X, X0)) for c, e in tiles_x.items()}
         return Intensity(problem, "kkt", chi, X0, rho, tiles, tiles_x, W, tuple(notes))
-    chi_relax = sp.Add(*[C * X ** sp.Rational(w.numerator, w.denominator) for C, w, _ in relax])
+    chi_relax = sp.Add(*[C * X ** sp.Rational(w) for C, w, _ in relax])
     if W > 1:
-        Wr = sp.Rational(W.numerator, W.denominator)
+        Wr = sp.Rational(W)
         X0 = Wr * S / (Wr - 1)
         rho = sp.simplify(chi_relax.subs(X, X0) / (X0 - S))
     else:
@@ -331,7 +340,7 @@ def _intensity_case(problem: SubProblem) -> Intensity:
         rho = sp.limit(chi_relax / (X - S), X, sp.oo)
     z = linear_domination(problem) if len(problem.work) > 1 else None
     if z is not None:
-        zr = sp.Rational(z.numerator, z.denominator)
+        zr = sp.Rational(z)
         if all(float(zr) <= float(rho.subs(S, sv)) for sv in (16.0, 2.0 ** 10, 2.0 ** 20, 2.0 ** 40)):
             chi_relax, X0, rho = zr * X, sp.oo, zr
             notes.append("χ(X) ≤ z·X by dominating each statement's work with one access term")

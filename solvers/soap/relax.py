@@ -108,10 +108,6 @@ def _solve_exponent_lp(problem: SubProblem, monos: dict, work_cls):
     return W, x, w, mu, keys, A, G
 
 
-def _rat(f: Fraction) -> sp.Rational:
-    return sp.Rational(f.numerator, f.denominator)
-
-
 def relaxation(problem: SubProblem):
     """Per work monomial ``(C, W, x)`` with ``χ_s(X) ≤ C·X^W``; ``None`` if χ is unbounded."""
     monos = _monomials(problem)
@@ -125,7 +121,7 @@ def relaxation(problem: SubProblem):
         C = sp.Integer(1)
         for wj, k in zip(w, keys):
             if wj > 0:
-                C *= (_rat(wj) / (_rat(W) * _rat(monos[k]))) ** _rat(wj)
+                C *= (sp.Rational(wj) / (sp.Rational(W) * sp.Rational(monos[k]))) ** sp.Rational(wj)
         out.append((sp.nsimplify(C), W, dict(zip(classes, x))))
     return out
 
@@ -218,15 +214,15 @@ def equality_tiles(problem: SubProblem, work_index: int = 0):
     if lp is None:
         return None
     W, _, w, mu, keys, A, G = lp
-    Wr = _rat(W)
+    Wr = sp.Rational(W)
     eqs = []
     for wj, k in zip(w, keys):
         if wj > 0:
-            cj = _rat(monos[k])
-            eqs.append(sp.Add(*[_rat(v) * L[n] for n, v in k]) - sp.log(_rat(wj) * X / (Wr * cj)))
+            cj = sp.Rational(monos[k])
+            eqs.append(sp.Add(*[sp.Rational(v) * L[n] for n, v in k]) - sp.log(sp.Rational(wj) * X / (Wr * cj)))
     for mk, g in zip(mu, problem.constraints):
         if mk > 0:
-            eqs.append(sp.Add(*[_rat(Fraction(e)) * L[n] for n, e in g]))
+            eqs.append(sp.Add(*[sp.Rational(e) * L[n] for n, e in g]))
     for i, v in enumerate(classes):
         lhs = sum((w[j] * A[j][i] for j in range(len(w))), Fraction(0)) + \
             sum((mu[k] * G[k][i] for k in range(len(mu))), Fraction(0))
@@ -271,8 +267,8 @@ def closed_form(problem: SubProblem, relax):
     P, F = problem.work_expr(), problem.access_expr()
     monos = _monomials(problem)
     D = problem.symbols
-    lower = sp.Add(*[sp.Rational(c.numerator, c.denominator)
-                     * sp.Mul(*[D[k] ** sp.Rational(v.numerator, v.denominator) for k, v in key])
+    lower = sp.Add(*[sp.Rational(c)
+                     * sp.Mul(*[D[k] ** sp.Rational(v) for k, v in key])
                      for key, c in monos.items()])
     if sp.expand(F - lower) != 0:
         return None
@@ -280,7 +276,7 @@ def closed_form(problem: SubProblem, relax):
     tiles = equality_tiles(problem, 0)
     if tiles is None:
         return None
-    chi = C * X ** sp.Rational(W.numerator, W.denominator)
+    chi = C * X ** sp.Rational(W)
     for xv in (1e5, 1e9):
         num = {D[c]: float(e.subs(X, xv)) for c, e in tiles.items()}
         if not satisfies(problem, {c: num[D[c]] for c in tiles}):
