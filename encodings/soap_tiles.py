@@ -96,63 +96,40 @@ def encode_tiles(problem: SubProblem, *, budget: int, lower: dict, caps: dict,
         m.add_max_equality(v, [i[0] for i in items])
         return (v, lo, hi)
 
-    def side(d, shift: int = 0):
-        if not d:
-            return (1 - shift, 1 - shift, 1 - shift)
-        sd = maximum([(D[v], dom[v][0], dom[v][1]) for v in d])
-        if not shift:
-            return sd
-        v = fresh(sd[1] - shift, sd[2] - shift, "aff")
-        m.add(v == sd[0] - shift)
-        return (v, sd[1] - shift, sd[2] - shift)
+    def affine(item, scale: int = 1, shift: int = 0):
+        """``scale·x − shift`` of a (var or int, lo, hi) item, as such an item."""
+        x, lo, hi = item
+        if scale == 1 and shift == 0:
+            return item
+        lo, hi = sorted((scale * lo - shift, scale * hi - shift))
+        if isinstance(x, int):
+            return (scale * x - shift, lo, hi)
+        v = fresh(lo, hi, "aff")
+        m.add(v == scale * x - shift)
+        return (v, lo, hi)
 
     def box(dims, extra=(), shift=None):
         """∏ sides (each side minus its offset count with ``shift``) as (var or int, lo, hi)."""
-        facs = [side(d, shift[n] if shift is not None else 0) for n, d in enumerate(dims)]
+        facs = [affine(maximum([(D[v], dom[v][0], dom[v][1]) for v in d]) if d else (1, 1, 1),
+                       shift=shift[n] if shift is not None else 0) for n, d in enumerate(dims)]
         for ver, tv in extra:
-            pv = product([(D[v], dom[v][0], dom[v][1]) for v in ver]) if ver else (1, 1, 1)
-            if shift is not None and tv:
-                if isinstance(pv[0], int):
-                    pv = (pv[0] - tv, pv[1] - tv, pv[2] - tv)
-                else:
-                    w = fresh(pv[1] - tv, pv[2] - tv, "aff")
-                    m.add(w == pv[0] - tv)
-                    pv = (w, pv[1] - tv, pv[2] - tv)
-            facs.append(pv)
+            pv = product([(D[v], dom[v][0], dom[v][1]) for v in ver])
+            facs.append(affine(pv, shift=tv if shift is not None else 0))
         const = math.prod(f[0] for f in facs if isinstance(f[0], int))
-        var = product([f for f in facs if not isinstance(f[0], int)])
-        return var[0], const
+        return affine(product([f for f in facs if not isinstance(f[0], int)]), scale=const)
 
-    F_terms = []  # (var or 1, integer coefficient)
+    F_terms = []  # (var or int, integer coefficient)
     for t in problem.terms:
         if t.kind == "union":
-            parts = []
-            for part in t.parts:
-                v, c = box(part)
-                if isinstance(v, int):
-                    parts.append((v * c, v * c, v * c))
-                else:
-                    lo = c * math.prod(max(dom[x][0] for x in d) for d in part if d)
-                    hi = c * math.prod(max(dom[x][1] for x in d) for d in part if d)
-                    if c != 1:
-                        w = fresh(lo, hi, "aff")
-                        m.add(w == c * v)
-                        v = w
-                    parts.append((v, lo, hi))
-            F_terms.append((maximum(parts)[0], 1))
+            F_terms.append((maximum([box(part) for part in t.parts])[0], 1))
         elif t.kind == "inout":
-            v, c = box(t.dims, [(t.version, t.t_version)])
-            F_terms.append((v, c))
-            v, c = box(t.dims, [(t.version, t.t_version)], shift=t.t)
-            F_terms.append((v, -c))
+            F_terms.append((box(t.dims, [(t.version, t.t_version)])[0], 1))
+            F_terms.append((box(t.dims, [(t.version, t.t_version)], shift=t.t)[0], -1))
+        elif any(t.t):
+            F_terms.append((box(t.dims)[0], 2))
+            F_terms.append((box(t.dims, shift=t.t)[0], -1))
         else:
-            v, c = box(t.dims)
-            if any(t.t):
-                F_terms.append((v, 2 * c))
-                v, c = box(t.dims, shift=t.t)
-                F_terms.append((v, -c))
-            else:
-                F_terms.append((v, c))
+            F_terms.append((box(t.dims)[0], 1))
     F = sum(k * v for v, k in F_terms)
     work = [product([(D[c], dom[c][0], dom[c][1]) for c in cls])[0]
             for _, cls in problem.work]
