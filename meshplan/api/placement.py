@@ -41,12 +41,9 @@ class PlacementPlan(Result):
 
     def save(self, path: str | Path) -> Path:
         """Write the schedule file (the input of check, run, export and show) to ``path``."""
-        path = Path(path)
-        try:
-            path.write_text(json.dumps(self.to_json(), separators=(",", ":")) + "\n")
-        except OSError as err:
-            raise ModelError(f"cannot write --export file {str(path)!r}: {err.strerror}") from err
-        return path
+        from meshplan.models.core.outputs import write_output
+
+        return write_output(path, json.dumps(self.to_json(), separators=(",", ":")) + "\n", what="--export file")
 
     def schedule(self):
         """The plan as a :class:`~meshplan.schedule.Schedule` (what :func:`~meshplan.schedule.load_schedule`

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from meshplan.cli.common import add_common_flags, add_selection_flags, print_json
-from meshplan.models.core.errors import ModelError
+from meshplan.models.core.outputs import check_output_path, write_output
 
 __all__ = ["register", "run"]
 
@@ -47,10 +46,7 @@ def _write(text: str, output: str | None) -> None:
     if output is None:
         print(text, end="")
         return
-    try:
-        Path(output).write_text(text)
-    except OSError as err:
-        raise ModelError(f"cannot write {output!r}: {err.strerror}") from err
+    write_output(output, text, what="-o file")
 
 
 def run(args) -> int:
@@ -58,6 +54,8 @@ def run(args) -> int:
     :func:`~meshplan.api.export.export_mesh`, written to ``-o`` or stdout."""
     from meshplan.api.export import export_mesh, export_mpi4py
 
+    if args.output:
+        check_output_path(args.output, what="-o file")  # before the work: a bad path costs nothing
     if args.format == "mpi4py":
         prog = export_mpi4py(args.schedule, placement=args.placement, program=args.program)
         _write(prog.text, args.output)

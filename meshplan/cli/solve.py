@@ -77,6 +77,10 @@ def run(args) -> int:
 
     if args.top is not None and args.top < 1:
         raise ModelError(f"--top must be at least 1, got {args.top}")
+    if args.export:
+        from meshplan.models.core.outputs import check_output_path
+
+        check_output_path(args.export, what="--export file")  # before the synthesis: a bad path costs nothing
     with progress(not args.json, "synthesizing") as update:
         plan = solve_placement(args.system, args.axes, args.reduce, max_size=args.max_size, dsl=args.dsl,
                                bytes=args.bytes, algo=args.algo, solver=args.solver, pin=args.pin,
