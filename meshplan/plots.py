@@ -23,6 +23,7 @@ from typing import Any, Sequence
 
 from meshplan.api.results import Result
 from meshplan.models.core.errors import ModelError
+from meshplan.models.core.outputs import check_output_path, write_output
 from meshplan.models.placement.matrix import ParallelismMatrix
 from meshplan.models.reduction.lowering import LoweredProgram
 
@@ -130,8 +131,11 @@ def _draw_panel(ax, matrix: ParallelismMatrix, reduce: Sequence[int], pos, W, H,
 def draw_program(path: str | Path, matrix: ParallelismMatrix, reduce: Sequence[int],
                  program: LoweredProgram | None = None, *, titles: Sequence[str] = (),
                  heading: str = "", dpi: int = 110, columns: int = 3) -> int:
-    """Write a PNG: the placement, then one panel per step of ``program``; returns the panel count."""
+    """Write a PNG to exactly ``path`` (whole or not at all, :mod:`meshplan.models.core.outputs`): the
+    placement, then one panel per step of ``program``; returns the panel count."""
     from matplotlib.figure import Figure
+
+    check_png_path(path)
 
     pos, W, H = device_positions(matrix.system.sizes)
     steps = list(program.steps) if program is not None else []
@@ -154,11 +158,20 @@ def draw_program(path: str | Path, matrix: ParallelismMatrix, reduce: Sequence[i
     for k in range(n, rows_ * cols):
         axes[k // cols][k % cols].axis("off")
     fig.tight_layout()
-    try:
-        fig.savefig(str(path), dpi=dpi)
-    except OSError as err:
-        raise ModelError(f"cannot write {str(path)!r}: {err.strerror}") from err
+    write_output(path, lambda fh: fig.savefig(fh, format="png", dpi=dpi), what="--png file")
     return n
+
+
+def check_png_path(path: str | Path) -> Path:
+    """Raise :class:`ModelError` unless ``path`` can be written as a PNG file (docs/show.md): a writable
+    regular file whose name ends in ``.png`` or has no suffix (the file is written under exactly that
+    name; matplotlib's habit of appending ``.png`` is not followed, so the name reported is the file)."""
+    p = check_output_path(path, what="--png file")
+    suffix = Path(str(path)).suffix
+    if suffix and suffix.lower() != ".png":
+        raise ModelError(f"cannot write --png file {str(path)!r}: the picture is a PNG; name the file *.png "
+                         f"(not {suffix})")
+    return p
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +191,7 @@ def draw_schedule(schedule: Any, png: str | Path, *, placement: Any = 0, program
     one of its programs into the PNG ``png`` (:func:`draw_program`; docs/show.md)."""
     from meshplan.schedule import load_schedule
 
+    check_png_path(png)  # before the work: a bad path costs nothing
     sched = load_schedule(schedule)
     pl, pr = sched.pick(placement, program)
     if isinstance(dpi, bool) or not isinstance(dpi, int) or not 20 <= dpi <= 600:

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, NoReturn, Sequence
 
 from meshplan.models.core.errors import MeshplanError, ModelError, VerificationError
+from meshplan.models.core.outputs import write_output
 
 __all__ = ["MpiRunError", "MpiResult", "mpiexec_path", "run_job", "run_mpi", "run_mpi_json", "read_job",
            "max_ranks", "check_np", "MAX_RANKS_ENV", "RANKS_PER_CORE", "GRACE_S", "MAX_TEST_RANKS"]
@@ -134,8 +135,7 @@ def run_job(np: int, module: str, job: Mapping[str, Any], *, timeout_s: float = 
     tmp = tempfile.mkdtemp(prefix=f"meshplan-{module.rsplit('.', 1)[-1]}-")
     try:
         path = os.path.join(tmp, "job.json")
-        with open(path, "w") as fh:
-            json.dump(job, fh)
+        write_output(path, json.dumps(job), what="MPI job file", fsync=False)  # a private, fresh directory
         return _parse_json(_run(np, ["-m", module, path], timeout_s=timeout_s, env=env, cwd=None))
     except _Interrupted as intr:
         shutil.rmtree(tmp, ignore_errors=True)  # now: the re-delivered signal may end the process

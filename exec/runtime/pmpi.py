@@ -37,6 +37,7 @@ import sys
 from pathlib import Path
 
 from meshplan.models.core.errors import MeshplanError
+from meshplan.models.core.outputs import atomic_path
 
 __all__ = ["PmpiUnavailable", "source_path", "mpi_prefix", "build", "preload_env", "active", "read", "diff",
            "read_dir", "LIB_ENV"]
@@ -82,13 +83,12 @@ def build(*, force: bool = False) -> Path:
     if out.exists() and not force:
         return out
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".{os.getpid()}.tmp")
-    cmd = [cc, "-O2", "-shared", "-fPIC", f"-I{prefix / 'include'}", "-o", str(tmp), str(source_path()),
-           f"-L{lib}", "-lmpi", f"-Wl,-rpath,{lib}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise PmpiUnavailable(f"building the PMPI counter failed: {' '.join(cmd)}: {proc.stderr.strip()[:400]}")
-    os.replace(tmp, out)
+    with atomic_path(out, what="PMPI counter library") as tmp:  # compiled beside it, renamed when whole
+        cmd = [cc, "-O2", "-shared", "-fPIC", f"-I{prefix / 'include'}", "-o", str(tmp), str(source_path()),
+               f"-L{lib}", "-lmpi", f"-Wl,-rpath,{lib}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise PmpiUnavailable(f"building the PMPI counter failed: {' '.join(cmd)}: {proc.stderr.strip()[:400]}")
     return out
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from meshplan.models.core.errors import MeshplanError
+from meshplan.models.core.outputs import atomic_path
 
 __all__ = ["ScalapackUnavailable", "INSTALL_HINT", "library", "rank_env", "available", "load", "Grid",
            "grid", "local_indices", "descriptor", "LIB_ENV"]
@@ -85,15 +86,14 @@ def library() -> str:
     if out.exists():
         return str(out)
     cache.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".{os.getpid()}.tmp")
-    shutil.copyfile(src.resolve(), tmp)
-    for dep in _needed(tmp):
-        if dep.startswith("libmpich.so") or dep.startswith("libmpi.so"):
-            proc = subprocess.run(["patchelf", "--replace-needed", dep, str(mpi), str(tmp)],
-                                  capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise ScalapackUnavailable(f"patchelf failed on {src}: {proc.stderr.strip()[:300]}")
-    os.replace(tmp, out)
+    with atomic_path(out, what="bridged ScaLAPACK library") as tmp:  # patched beside it, renamed when whole
+        shutil.copyfile(src.resolve(), tmp)
+        for dep in _needed(tmp):
+            if dep.startswith("libmpich.so") or dep.startswith("libmpi.so"):
+                proc = subprocess.run(["patchelf", "--replace-needed", dep, str(mpi), str(tmp)],
+                                      capture_output=True, text=True)
+                if proc.returncode != 0:
+                    raise ScalapackUnavailable(f"patchelf failed on {src}: {proc.stderr.strip()[:300]}")
     return str(out)
 
 

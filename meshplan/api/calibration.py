@@ -42,12 +42,9 @@ class Calibration:
 
     def save(self, path: str | Path) -> Path:
         """Write the system file to ``path`` (the input of ``--system FILE``)."""
-        path = Path(path)
-        try:
-            path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
-        except OSError as err:
-            raise ModelError(f"cannot write {str(path)!r}: {err.strerror}") from err
-        return path
+        from meshplan.models.core.outputs import write_output
+
+        return write_output(path, json.dumps(self.to_json(), indent=1) + "\n", what="system file")
 
 
 def _thaw(obj: Any) -> Any:

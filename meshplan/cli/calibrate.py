@@ -42,7 +42,10 @@ def register(sub) -> None:
 def run(args) -> int:
     """``meshplan calibrate``: :func:`meshplan.api.calibration.calibrate`, write the system file, print."""
     from meshplan.api.calibration import calibrate
+    from meshplan.models.core.outputs import check_output_path
 
+    if args.output:
+        check_output_path(args.output, what="-o file")  # before the measurements: a bad path costs nothing
     with status(not args.json, f"measuring on {args.np} MPI ranks"):
         res = calibrate(args.np, system=args.system, bytes=args.bytes, repeats=args.repeats, timeout=args.timeout)
     if args.output:
