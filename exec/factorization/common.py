@@ -69,11 +69,12 @@ def exchange(comm, sends, recvs, tag: int) -> list[np.ndarray]:
 
 def reduce_column(comm, lay: Layout, A: np.ndarray, rows, c0: int, vt: int, z0: int, tag: int) -> np.ndarray:
     """Algorithm 2 line 1 on a rank of the grid column holding block column ``[c0, c0+vt)``: the local
-    ``rows`` of it, summed over the ``Pz`` layers onto layer ``z0`` (the other layers send theirs)."""
+    ``rows`` of it, summed over the ``Pz`` layers onto layer ``z0`` (the other layers send theirs).
+    The first block column (``c0 = 0``) is not reduced: the layers ``z > 0`` still hold zeros."""
     g = lay.grid
     jl = lay.cols_from(c0).start
     blk = A[rows, jl:jl + vt].copy()
-    if g.Pz > 1:
+    if g.Pz > 1 and c0 > 0:
         if lay.pz != z0:
             exchange(comm, [(g.rank(lay.px, lay.py, z0), blk)], [], tag)
         else:

@@ -3,11 +3,13 @@ without pivoting and with a lower-half (gemmt-style) Schur update.
 
 Step ``t`` (block column ``J``, grid column ``py_t = t mod Py``, layer ``z0 = t mod Pz``):
 
-1. reduce the rows ``≥ tv`` of ``J`` over the layers onto ``[:, py_t, z0]``;
-2. the owner of the diagonal block factors it (potrf) and sends ``L00`` to the other ``Px - 1``
-   holders of ``J`` (a non-positive pivot is recorded with its step and column);
-3. the holders solve ``L10 = A10·L00⁻ᵀ``; each rank receives the columns ``s_z`` of its layer of
-   ``L10`` for its rows (the row panel) and for its columns (the column panel, ``L10ᵀ``);
+1. reduce the rows ``≥ tv`` of ``J`` over the layers onto ``[:, py_t, z0]`` (not at step 0: the
+   layers ``z > 0`` still hold zeros);
+2. the owner of the diagonal block factors it (potrf) and sends ``L00`` to the other holders of ``J``
+   that still own trailing rows (a non-positive pivot is recorded with its step and column);
+3. the holders solve ``L10 = A10·L00⁻ᵀ``; each rank receives, once, the columns ``s_z`` of its layer
+   of the L10 rows it needs (:func:`panel_rows`): the rows of its own rows (the row panel) and of
+   its own columns (the column panel, ``L10ᵀ``) that the lower-half update reads;
 4. every layer updates the lower half of its partial sums, ``A11 -= L10[:, s_z]·L10[:, s_z]ᵀ``,
    block column by block column from the diagonal down.
 
@@ -19,11 +21,24 @@ from __future__ import annotations
 import numpy as np
 
 from meshplan.exec.factorization.common import Layout, chol_block, exchange, reduce_column
+from meshplan.models.factorization.cost import cyclic_count
 from meshplan.models.factorization.problem import layer_slices
 
-__all__ = ["confchox"]
+__all__ = ["confchox", "panel_rows"]
 
-T_COL, T_DIAG, T_W, T_C = 21, 22, 23, 24
+T_COL, T_DIAG, T_W = 21, 22, 23
+
+
+def panel_rows(N: int, g, x: int, y: int, c1: int) -> np.ndarray:
+    """The trailing L10 rows rank column ``(x, y)`` reads in the lower-half update after a step that
+    ends at column ``c1``: its rows ``i`` with one of its columns ``j ≤ i``, and its columns ``j``
+    with one of its rows ``i ≥ j`` (sorted, each once)."""
+    idx = np.arange(c1, N)
+    blk = idx // g.v
+    rows, cols = idx[blk % g.Px == x], idx[blk % g.Py == y]
+    if not len(rows) or not len(cols):
+        return idx[:0]
+    return np.union1d(rows[rows >= cols[0]], cols[cols <= rows[-1]])
 
 
 def confchox(comm, lay: Layout, A: np.ndarray):
@@ -45,7 +60,8 @@ def confchox(comm, lay: Layout, A: np.ndarray):
         rc = lay.cols_from(c1)
         sl = layer_slices(vt, Pz)
         lo, hi = sl[pz]
-        blk = None
+        need = panel_rows(N, g, px, py, c1)
+        buf = np.empty((len(need), hi - lo))
         if py == py_t:
             jl = lay.cols_from(c0).start
             blk = reduce_column(comm, lay, A, ra, c0, vt, z0, T_COL)
@@ -55,46 +71,42 @@ def confchox(comm, lay: Layout, A: np.ndarray):
                 L00, bad = chol_block(blk[:nd])
                 if bad is not None and breakdown is None:
                     breakdown = (t, int(bad))
-                exchange(comm, [(g.rank(x, py, pz), L00) for x in range(Px) if x != px], [], T_DIAG)
+                exchange(comm, [(g.rank(x, py, pz), L00) for x in range(Px)
+                                if x != px and cyclic_count(c1, N, v, Px, x)], [], T_DIAG)
                 F[ra.start:rr.start, jl:jl + vt] = L00
-            else:
+            elif rr.stop > rr.start:
                 L00 = exchange(comm, [], [(g.rank(px_t, py, pz), (vt, vt))], T_DIAG)[0]
             L10 = np.linalg.solve(L00, blk[nd:].T).T if rr.stop > rr.start else np.empty((0, vt))
             F[rr, jl:jl + vt] = L10
-            sends = [(g.rank(px, y, z), L10[:, sl[z][0]:sl[z][1]]) for y in range(Py) for z in range(Pz)
-                     if (y, z) != (py_t, z0)]
             myrows = lay.rows[rr]
+            sends = []
             for x in range(Px):
                 for y in range(Py):
+                    theirs = panel_rows(N, g, x, y, c1)
+                    mine = theirs[lay.px_of(theirs) == px]
+                    part = L10[np.searchsorted(myrows, mine)]
                     for z in range(Pz):
-                        if (x, y, z) == (px, py, pz):
-                            continue
-                        sel = lay.py_of(myrows) == y
-                        sends.append((g.rank(x, y, z), L10[sel][:, sl[z][0]:sl[z][1]]))
-            exchange(comm, [s for s in sends[:Py * Pz - 1]], [], T_W)
-            Wz = L10[:, lo:hi]
-        else:
-            sends = []
-            Wz = exchange(comm, [], [(g.rank(px, py_t, z0), (rr.stop - rr.start, hi - lo))], T_W)[0]
-        # the column panel: L10 rows j ≥ c1 that this rank's columns need, from their holders
-        mycols = lay.cols[rc]
-        Lc = np.empty((len(mycols), hi - lo))
-        owner = lay.px_of(mycols)
-        recvs = [(x, np.flatnonzero(owner == x)) for x in range(Px)
-                 if not (holder and x == px)]
-        got = exchange(comm, sends[Py * Pz - 1:] if holder else [],
-                       [(g.rank(x, py_t, z0), (len(k), hi - lo)) for x, k in recvs], T_C)
+                        if (x, y, z) != (px, py, pz):
+                            sends.append((g.rank(x, y, z), part[:, sl[z][0]:sl[z][1]]))
+            own = lay.px_of(need) == px
+            buf[own] = L10[np.searchsorted(myrows, need[own])][:, lo:hi]
+        # the needed rows held elsewhere come from their holders [px(i), py_t, z0] (one exchange:
+        # the holders send and receive at once)
+        src = lay.px_of(need)
+        recvs = [(x, np.flatnonzero(src == x)) for x in range(Px) if not (holder and x == px)]
+        got = exchange(comm, sends if holder else [],
+                       [(g.rank(x, py_t, z0), (len(k), hi - lo)) for x, k in recvs], T_W)
         for (x, k), part in zip(recvs, got):
-            Lc[k] = part
-        if holder:
-            sel = owner == px
-            Lc[sel] = L10[lay.py_of(lay.rows[rr]) == py][:, lo:hi]
+            buf[k] = part
         # lower-half update, one local block column at a time
-        if hi > lo and len(mycols) and rr.stop > rr.start:
-            grow = lay.rows[rr]
+        mycols = lay.cols[rc]
+        grow = lay.rows[rr]
+        if hi > lo and len(mycols) and len(grow):
             for b0 in range(0, len(mycols), v):
                 b1 = min(b0 + v, len(mycols))
                 r0 = int(np.searchsorted(grow, mycols[b0]))
                 if r0 < len(grow):
-                    A[rr.start + r0:rr.stop, rc.start + b0:rc.start + b1] -= Wz[r0:] @ Lc[b0:b1].T
+                    Wr = buf[np.searchsorted(need, grow[r0:])]
+                    Wc = buf[np.searchsorted(need, mycols[b0:b1])]
+                    A[rr.start + r0:rr.stop, rc.start + b0:rc.start + b1] -= Wr @ Wc.T
     return F, breakdown

@@ -5,7 +5,8 @@ Rank ``(px, py, pz)`` holds the block-cyclic tile of its rows and columns; layer
 the other layers with zeros (partial sums).  Step ``t`` (block column ``J``, held by grid column
 ``py_t = t mod Py``, reduced onto layer ``z0 = t mod Pz``):
 
-1. reduce the active rows of ``J`` over the layers onto ``[:, py_t, z0]``;
+1. reduce the active rows of ``J`` over the layers onto ``[:, py_t, z0]`` (not at step 0, when the
+   layers ``z > 0`` still hold zeros; nor the pivot rows of line 5);
 2. tournament pivoting among those ``Px`` ranks: local GEPP picks ``v`` candidate rows, then
    butterfly rounds exchange ``v×(v+1)`` candidates (values and row indices) and keep the GEPP
    winners of the stacked ``2v×v`` block; with ``Px`` not a power of two the extra ranks fold into
@@ -15,7 +16,7 @@ the other layers with zeros (partial sums).  Step ``t`` (block column ``J``, hel
    whose part ``s_z`` of the inner index holds ``k``; 10. those rows go to the ``Px - 1`` other ranks
    of that layer and grid column;
 7. the holders of ``J`` solve ``L10 = A10·U00⁻¹`` and form ``W = L10·L00⁻¹``; 8. each rank receives the
-   columns ``s_z`` of ``W`` for its rows;
+   columns ``s_z`` of ``W`` for its rows, if its grid column still owns trailing columns;
 11. every layer updates its partial sums ``A11 -= W[:, s_z]·A01[s_z, :]`` (``W·A01 = L10·U01``);
     pivot rows are masked out, never swapped.
 
@@ -31,6 +32,7 @@ import numpy as np
 
 from meshplan.exec.factorization.common import (Layout, exchange, gepp, reduce_column, solve_unit_lower_right,
                                                 solve_upper_right)
+from meshplan.models.factorization.cost import cyclic_count
 from meshplan.models.factorization.problem import layer_slices
 
 __all__ = ["conflux_lu", "tournament"]
@@ -123,11 +125,12 @@ def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
         ownpx = lay.px_of(piv)
         mine = np.flatnonzero(ownpx == px)
         # 5. reduce pivot rows onto layer z(k)
+        #    (at step 0 the layers z > 0 hold zeros: only layer 0 sends, i.e. a copy, not a sum)
         if Pz > 1 and ncr:
             sends = [(g.rank(px, py, z), A[lay.lrow[piv[mine[zk[mine] == z]]], rc])
-                     for z in range(Pz) if z != pz]
+                     for z in range(Pz) if z != pz and (t > 0 or pz == 0)]
             ks = mine[zk[mine] == pz]
-            recvs = [(g.rank(px, py, z), (len(ks), ncr)) for z in range(Pz) if z != pz]
+            recvs = [(g.rank(px, py, z), (len(ks), ncr)) for z in range(Pz) if z != pz and (t > 0 or z == 0)]
             got = exchange(comm, sends, recvs if len(ks) else [], T_ROWS)
             lr = lay.lrow[piv[ks]]
             for part in got:
@@ -156,10 +159,10 @@ def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
             F[nonpiv, jl:jl + vt] = L10
             F[pl, jl:jl + vt] = lu00[mine]
             sends = [(g.rank(px, y, z), W[:, sl[z][0]:sl[z][1]]) for y in range(Py) for z in range(Pz)
-                     if (y, z) != (py_t, z0) and len(nonpiv)]
+                     if (y, z) != (py_t, z0) and len(nonpiv) and cyclic_count(c1, N, v, Py, y)]
             exchange(comm, sends, [], T_W)
             Wz = W[:, lo:hi]
-        else:
+        elif ncr:
             Wz = exchange(comm, [], [(g.rank(px, py_t, z0), (len(nonpiv), hi - lo))], T_W)[0]
         # 11. Schur update of this layer's partial sums
         if len(nonpiv) and ncr and hi > lo:

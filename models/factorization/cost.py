@@ -6,28 +6,33 @@ total does not depend on where the pivots lie, so the measured total equals the 
 
 COnfLUX (Algorithm 2, Table 4.1, Lemma 4.10) — step ``t`` handles the block column
 ``J = [tv, tv+v_t)``; ``M = N - tv`` rows are still active and ``R = M - v_t`` remain afterwards;
-``z0 = t mod Pz`` is the layer and ``py_t = t mod Py`` the grid column that hold ``J``:
+``z0 = t mod Pz`` is the layer and ``py_t = t mod Py`` the grid column that hold ``J``; ``K = n-1-t``
+block columns (``n = ⌈N/v⌉``) trail it; ``[t>0]`` is 1 after the first step:
 
-====================  ==========================================  ===========================
-phase                 words (sum over ranks)                      Algorithm 2 line
-====================  ==========================================  ===========================
-``reduce_column``     ``(Pz-1)·M·v_t``                            1 (reduce next block column)
-``tournament``        ``m(Px)·v_t·(v_t+1)``                       2 (butterfly, v×v + indices)
-``pivots``            ``(p-Px)·v_t``                              3 (pivot indices to all)
-``reduce_rows``       ``(Pz-1)·v_t·R``                            5 (reduce v pivot rows)
-``send_rows``         ``(Px-1)·v_t·R``                            10 (send data from panel A01)
-``send_panel``        ``R·(Py·v_t - |s_z0|)``                     8 (send data from panel A10)
-====================  ==========================================  ===========================
+====================  ==============================================  ===========================
+phase                 words (sum over ranks)                          Algorithm 2 line
+====================  ==============================================  ===========================
+``reduce_column``     ``[t>0]·(Pz-1)·M·v_t``                          1 (reduce next block column)
+``tournament``        ``m(Px)·v_t·(v_t+1)``                           2 (butterfly, v×v + indices)
+``pivots``            ``(p-Px)·v_t``                                  3 (pivot indices to all)
+``reduce_rows``       ``(Pz-1)·v_t·R``; step 0: ``(v_t-|s_0|)·R``      5 (reduce v pivot rows)
+``send_rows``         ``(Px-1)·v_t·R``                                10 (send data from panel A01)
+``send_panel``        ``R·(min(Py,K)·v_t - [K≥Py]·|s_z0|)``           8 (send data from panel A10)
+====================  ==============================================  ===========================
 
 ``m(P) = 2(P-q) + q·log2 q`` messages (``q`` the largest power of two ≤ P: the ``P-q`` extra ranks
 fold into partners before the ``log2 q`` butterfly rounds and receive the result after).  The
-Schur update of layer ``z`` uses the part ``s_z`` of the ``v_t`` inner indices.  The 1-D triangular
+Schur update of layer ``z`` uses the part ``s_z`` of the ``v_t`` inner indices.  At step 0 the layers
+``z > 0`` still hold their initial zeros, so line 1 moves nothing and line 5 only copies the pivot
+rows of the layers ``z > 0`` from layer 0; ``W`` goes only to the
+``min(Py, K)`` grid columns that still own trailing columns.  The 1-D triangular
 solves of A10 / A01 (lines 4, 6, 7, 9) are done where the reduced panel already lies, so their
 scatter of ``2(N-tv)v/p`` words (a lower-order term of Lemma 4.10) is not needed.
 
 COnfCHOX (section 4.7.5, Table 4.1): no pivoting, ``reduce_column`` as above, ``diagonal``
-``(Px-1)·v_t²`` (L00 from its owner to the ranks holding the column), ``send_panel`` as above and
-``send_columns = R·Px·v_t - |s_z0|·n_t`` (L10 as the column panel, ``n_t`` its rows owned by ``py_t``).
+``min(Px-1, K)·v_t²`` (L00 from its owner to the other holders of the column that still own
+trailing rows) and ``panels``: every rank receives each L10 row it needs once, for its rows and
+its columns together, and only the rows the lower-half update reads (see :func:`confchox_cost`).
 
 The 2-D LU with partial pivoting (Table 4.2, ScaLAPACK/MKL/SLATE): per column a pivot search
 (``2·Px(Px-1)`` words), the pivot row to the panel's ranks (``(Px-1)·v_t``), the ``v_t`` pivot
@@ -107,32 +112,56 @@ def _sum(x) -> float:
     return float(np.sum(np.asarray(x, dtype=np.float64)))
 
 
+def _panel_trim(t, Py: int, n: int):
+    """``(min(Py, K), [K ≥ Py])`` per step, ``K = n - 1 - t`` the trailing blocks: how many grid
+    columns still own trailing columns, and whether column ``py_t = t mod Py`` is one of them."""
+    K = n - 1 - t
+    return np.minimum(Py, K), (K >= Py).astype(np.int64)
+
+
 def conflux_cost(problem: FactorProblem, grid: FactorGrid) -> Cost:
     """COnfLUX's words, exactly as :mod:`meshplan.exec.factorization.conflux` sends them."""
     grid.check(problem)
     Px, Py, Pz, v = grid.Px, grid.Py, grid.Pz, grid.v
     t, _c0, vt, M, R = _steps(problem.N, v)
     w0 = _first_slice(vt, t, Pz)
-    ph = {"reduce_column": _sum((Pz - 1) * M * vt),
+    later = t > 0  # at step 0 the layers z > 0 still hold zeros: nothing to reduce
+    ncol, own = _panel_trim(t, Py, len(t))
+    ph = {"reduce_column": _sum((Pz - 1) * M * vt * later),
           "tournament": _sum(tournament_messages(Px) * vt * (vt + 1)),
           "pivots": _sum((grid.p - Px) * vt),
-          "reduce_rows": _sum((Pz - 1) * vt * R),
+          "reduce_rows": _sum(R * np.where(later, (Pz - 1) * vt, vt - w0)),
           "send_rows": _sum((Px - 1) * vt * R),
-          "send_panel": _sum(R * (Py * vt - w0))}
+          "send_panel": _sum(R * (ncol * vt - own * w0))}
     return Cost("conflux", grid.p, ph)
 
 
+def _min_sum(K, P: int):
+    """``Σ_{k=1..K} min(P, k)`` element-wise."""
+    K = np.asarray(K, dtype=np.int64)
+    return np.where(K <= P, K * (K + 1) // 2, P * (P + 1) // 2 + (K - P) * P)
+
+
 def confchox_cost(problem: FactorProblem, grid: FactorGrid) -> Cost:
-    """COnfCHOX's words, exactly as :mod:`meshplan.exec.factorization.confchox` sends them."""
+    """COnfCHOX's words, exactly as :mod:`meshplan.exec.factorization.confchox` sends them.
+
+    ``panels``: rank ``(x, y, z)`` receives the columns ``s_z`` of the L10 rows it needs, each once —
+    its rows ``i`` with a column ``j ≤ i`` of its own, and its columns ``j`` with a row ``i ≥ j`` of
+    its own (the lower half only; a row that is both is sent once) — except the rows it holds
+    itself.  Trailing block ``b = t+k`` is needed by ``min(Py, k) + min(Px, n-b) - 1`` of the
+    ``Px·Py`` rank columns; the holders ``[:, py_t, z0]`` own the blocks ``b ≥ t + Py`` they need."""
     grid.check(problem)
     Px, Py, Pz, v, N = grid.Px, grid.Py, grid.Pz, grid.v, problem.N
-    t, c0, vt, M, R = _steps(N, v)
+    t, _c0, vt, M, R = _steps(N, v)
+    n = len(t)
     w0 = _first_slice(vt, t, Pz)
-    n_t = cyclic_count(c0 + vt, N, v, Py, t % Py)
-    ph = {"reduce_column": _sum((Pz - 1) * M * vt),
-          "diagonal": _sum((Px - 1) * vt * vt),
-          "send_panel": _sum(R * (Py * vt - w0)),
-          "send_columns": _sum(R * Px * vt - w0 * n_t)}
+    K = n - 1 - t
+    short = v - (N - (n - 1) * v)  # how much narrower the last block is than v
+    need = v * (_min_sum(K, Py) + _min_sum(K, Px) - K) - short * np.minimum(Py, K) * (K >= 1)
+    held = v * np.maximum(0, K - Py + 1) - short * (K >= Py)
+    ph = {"reduce_column": _sum((Pz - 1) * M * vt * (t > 0)),
+          "diagonal": _sum(np.minimum(Px - 1, K) * vt * vt),
+          "panels": _sum(vt * need - w0 * held)}
     return Cost("confchox", grid.p, ph)
 
 
