@@ -7,8 +7,8 @@
   plan uses counts into a :class:`ByteCounter` and then calls the real method
   with the same arguments.  Counted methods: Allreduce, Reduce,
   Reduce_scatter_block, Reduce_scatter, Allgather, Allgatherv, Gather, Gatherv,
-  Scatter, Scatterv, Bcast, Alltoall, Alltoallv, Send, Recv, Sendrecv, Isend,
-  Irecv.  Everything else (Barrier, the lower-case pickling methods, Get_rank…)
+  Scatter, Scatterv, Bcast, Alltoall, Alltoallv, Alltoallw, Send, Recv, Sendrecv,
+  Isend, Irecv.  Everything else (Barrier, the lower-case pickling methods, Get_rank…)
   passes through uncounted: it is control traffic, not the plan's data.
 * :func:`collective_call` — one of the collectives of
   :class:`~meshplan.models.core.collectives.Collective` as a callable on a
@@ -23,7 +23,9 @@
 What counts as a buffer's bytes: a numpy array (or any buffer) counts its
 ``nbytes``; an mpi4py buffer spec ``[array, counts, displs, datatype]`` counts
 ``sum(counts)`` elements of the datatype (``[array, count, datatype]``:
-``count``); ``None`` and ``MPI.IN_PLACE`` count nothing, except that an in-place
+``count``; an Alltoallw spec ``[array, (counts, displs), datatypes]``:
+``Σ counts[i] × datatypes[i].Get_size()``, the data of each derived type);
+``None`` and ``MPI.IN_PLACE`` count nothing, except that an in-place
 Allreduce / Reduce / Reduce_scatter hands its receive buffer.  A rank's own block
 of an Alltoall or Allgather counts like every other (it is part of the buffer it
 hands to MPI).  Root-only buffers count on the root only (Reduce and Gather
@@ -41,7 +43,7 @@ from mpi4py import MPI
 
 from meshplan.models.core.collectives import Collective
 
-__all__ = ["ByteCounter", "CountingComm", "SubComms", "buffer_bytes", "collective_call"]
+__all__ = ["ByteCounter", "CountingComm", "SubComms", "buffer_bytes", "alltoallw_bytes", "collective_call"]
 
 
 def buffer_bytes(buf: Any) -> int:
@@ -62,6 +64,15 @@ def buffer_bytes(buf: Any) -> int:
         return buffer_bytes(data)
     nbytes = getattr(buf, "nbytes", None)
     return int(nbytes) if nbytes is not None else memoryview(buf).nbytes
+
+
+def alltoallw_bytes(spec: Any) -> int:
+    """The bytes an Alltoallw buffer spec describes: ``[data, (counts, displs), types]`` or
+    ``[data, counts, displs, types]``; ``count × type size`` summed over the peers."""
+    if spec is None or spec is MPI.IN_PLACE:
+        return 0
+    counts, types = (spec[1][0], spec[2]) if len(spec) == 3 else (spec[1], spec[3])
+    return int(sum(int(c) * t.Get_size() for c, t in zip(counts, types)))
 
 
 class ByteCounter:
@@ -150,6 +161,10 @@ class CountingComm:
 
     def Alltoallv(self, sendbuf, recvbuf) -> None:
         self._call("Alltoallv", sendbuf, recvbuf, sendbuf, recvbuf)
+
+    def Alltoallw(self, sendbuf, recvbuf) -> None:
+        self.counter.add(alltoallw_bytes(sendbuf), alltoallw_bytes(recvbuf))
+        self.comm.Alltoallw(sendbuf, recvbuf)
 
     def Gather(self, sendbuf, recvbuf, root: int = 0) -> None:
         self._call("Gather", sendbuf, self._at(root, recvbuf), sendbuf, recvbuf, root)

@@ -2,8 +2,12 @@
 
 Each object is built collectively on every rank of the partitions' communicator from the partitions and
 the tensor's global shape; ``forward(x)`` and ``adjoint(y)`` take this rank's block (None where it has
-none) and return this rank's block of the result (None where it has none).  Bytes handed to MPI equal
-the model's transfers (:mod:`meshplan.models.tensor.plans`, :mod:`meshplan.models.tensor.halo`).
+none) and return this rank's block of the result (None where it has none), or write it into ``out=`` (a
+preallocated block, reused across calls).  How each primitive runs on MPI is chosen at construction from
+the partitions (:mod:`meshplan.models.tensor.lowering`): a ``Bcast`` / ``Reduce`` / ``Allgatherv`` /
+``Reduce_scatter`` per group on a cached sub-communicator where the groups allow, else the transfers
+with derived datatypes (:mod:`meshplan.exec.tensor.exchange`).  Bytes handed to MPI equal that model
+exactly (:mod:`meshplan.models.tensor.plans`, :mod:`meshplan.models.tensor.halo`).
 
 * ``Broadcast(P_x, P_y, shape_x)`` and ``SumReduce(P_x, P_y, shape_y)`` — adjoints of each other (3.2.1–2).
 * ``AllSumReduce(P, axes)`` — self-adjoint (3.2.3), an ``Allreduce`` per group.
@@ -21,13 +25,16 @@ from typing import Sequence
 import numpy as np
 from mpi4py import MPI
 
-from meshplan.exec.tensor.exchange import reverse, run_transfers
+from meshplan.exec.tensor.exchange import Exchange, reverse
+from meshplan.exec.tensor.lowered import GroupCollective
 from meshplan.exec.tensor.partition import Partition, check_local
 from meshplan.models.core.errors import ModelError
 from meshplan.models.tensor.halo import Window, halo_plan
+from meshplan.models.tensor.lowering import (Lowering, allgather_lowering, broadcast_lowering, reducescatter_lowering,
+                                             sumreduce_lowering, transfers_lowering)
 from meshplan.models.tensor.partition import box_shape
 from meshplan.models.tensor.plans import (Transfer, allgather_transfers, allsumreduce_groups, broadcast_transfers,
-                                          bytes_sent, gathered_box, repartition_transfers, sumreduce_transfers)
+                                          gathered_box, repartition_transfers, sumreduce_transfers)
 
 
 
@@ -37,15 +44,28 @@ def _same_comm(px: Partition, py: Partition) -> None:
 
 
 class _Moves:
-    """A primitive given by transfers from an input layout to an output layout; adjoint = reversed, added."""
+    """A primitive given by transfers from an input layout to an output layout, run as its model's
+    :class:`~meshplan.models.tensor.lowering.Lowering` (chosen from the partitions at construction: MPI
+    collectives on cached sub-communicators where the groups allow, else the transfers themselves with
+    derived datatypes); the adjoint runs the reversed transfers (or the dual collective), adding where
+    the forward copied."""
 
-    def __init__(self, comm, transfers: Sequence[Transfer], in_box, out_box, dtype, add_forward: bool) -> None:
-        self.comm = comm
-        self.me = comm.Get_rank()
+    def __init__(self, P: Partition, transfers: Sequence[Transfer], in_box, out_box, dtype, add_forward: bool,
+                 lowering: Lowering | None = None, *, add_adjoint: bool | None = None) -> None:
+        self.comm = P.comm
+        self.me = P.comm.Get_rank()
         self.transfers = tuple(transfers)
         self.in_box, self.out_box = in_box, out_box
         self.dtype = np.dtype(dtype)
         self.add_forward = add_forward
+        self.lowering = transfers_lowering() if lowering is None else lowering
+        if self.lowering.kind == "transfers":
+            self._fwd = Exchange(self.comm, self.transfers, in_box, out_box, self.dtype, add=add_forward)
+            self._adj = Exchange(self.comm, reverse(self.transfers), out_box, in_box, self.dtype,
+                                 add=(not add_forward) if add_adjoint is None else add_adjoint)
+        else:
+            self._fwd = GroupCollective(P.comms, self.lowering, self.me, self.dtype)
+            self._adj = self._fwd.dual()
 
     @property
     def in_shape(self):
@@ -56,21 +76,43 @@ class _Moves:
         return None if self.out_box is None else box_shape(self.out_box)
 
     def bytes_sent(self) -> dict[int, int]:
-        """Bytes each rank hands to MPI in ``forward`` (and in ``adjoint``, reversed), from the model."""
-        return bytes_sent(self.transfers, self.dtype.itemsize)
+        """Bytes each rank hands to MPI in ``forward``, from the model (the lowering's accounting rule)."""
+        return self.lowering.bytes_sent(self.transfers, self.dtype.itemsize)
 
-    def _move(self, transfers, x, xbox, ybox, what: str, add: bool):
+    def _run(self, runner, x, xbox, ybox, what: str, out, fill: float):
         x = check_local(x, None if xbox is None else box_shape(xbox), what, self.dtype)
-        y = None if ybox is None else np.zeros(box_shape(ybox), dtype=self.dtype)
-        run_transfers(self.comm, self.me, transfers, x, None if xbox is None else [lo for lo, _ in xbox],
-                      y, None if ybox is None else [lo for lo, _ in ybox], add=add)
+        if x is not None:
+            x = np.ascontiguousarray(x)
+        y = None if ybox is None else _output(out, box_shape(ybox), self.dtype)
+        if y is not None and _needs_fill(runner):
+            y.fill(fill)
+        runner.run(x, y)
         return y
 
-    def forward(self, x):
-        return self._move(self.transfers, x, self.in_box, self.out_box, "x", self.add_forward)
+    def forward(self, x, out=None):
+        """This rank's output block (written into ``out`` if given: a C-contiguous array of the block's
+        shape and dtype, reused across calls to avoid allocating)."""
+        return self._run(self._fwd, x, self.in_box, self.out_box, "x", out, 0)
 
-    def adjoint(self, y):
-        return self._move(reverse(self.transfers), y, self.out_box, self.in_box, "y", not self.add_forward)
+    def adjoint(self, y, out=None):
+        """The adjoint applied to this rank's output-side block (``out`` as in :meth:`forward`)."""
+        return self._run(self._adj, y, self.out_box, self.in_box, "y", out, 0)
+
+
+def _needs_fill(runner) -> bool:
+    if isinstance(runner, Exchange):
+        return runner.add or not runner.covers
+    return runner.needs_fill
+
+
+def _output(out, shape, dtype) -> np.ndarray:
+    if out is None:
+        return np.empty(shape, dtype=dtype)
+    if not isinstance(out, np.ndarray) or out.shape != tuple(shape) or out.dtype != dtype \
+            or not out.flags.c_contiguous or not out.flags.writeable:
+        raise ModelError(f"out must be a writeable C-contiguous {np.dtype(dtype)} array of shape {tuple(shape)}, got "
+                         f"{getattr(out, 'dtype', type(out).__name__)} {getattr(out, 'shape', '')}")
+    return out
 
 
 class Repartition(_Moves):
@@ -79,7 +121,9 @@ class Repartition(_Moves):
     def __init__(self, P_x: Partition, P_y: Partition, global_shape: Sequence[int], dtype=np.float64) -> None:
         _same_comm(P_x, P_y)
         tr = repartition_transfers(P_x.model, P_y.model, global_shape)
-        super().__init__(P_x.comm, tr, P_x.local_box(global_shape), P_y.local_box(global_shape), dtype, False)
+        # the reversed boxes tile each input block exactly once: the adjoint copies too
+        super().__init__(P_x, tr, P_x.local_box(global_shape), P_y.local_box(global_shape), dtype, False,
+                         add_adjoint=False)
 
 
 class Broadcast(_Moves):
@@ -90,7 +134,7 @@ class Broadcast(_Moves):
         _same_comm(P_x, P_y)
         tr = broadcast_transfers(P_x.model, P_y.model, global_shape)
         out = next((t.box for t in tr if t.dst == P_y.rank), None) if P_y.active else None
-        super().__init__(P_x.comm, tr, P_x.local_box(global_shape), out, dtype, False)
+        super().__init__(P_x, tr, P_x.local_box(global_shape), out, dtype, False, broadcast_lowering(tr))
 
 
 class SumReduce(_Moves):
@@ -101,7 +145,7 @@ class SumReduce(_Moves):
         _same_comm(P_x, P_y)
         tr = sumreduce_transfers(P_x.model, P_y.model, global_shape)
         inp = next((t.box for t in tr if t.src == P_x.rank), None) if P_x.active else None
-        super().__init__(P_x.comm, tr, inp, P_y.local_box(global_shape), dtype, True)
+        super().__init__(P_x, tr, inp, P_y.local_box(global_shape), dtype, True, sumreduce_lowering(tr))
 
 
 class AllGather(_Moves):
@@ -110,7 +154,8 @@ class AllGather(_Moves):
     def __init__(self, P: Partition, axes: Sequence[int], global_shape: Sequence[int], dtype=np.float64) -> None:
         tr = allgather_transfers(P.model, global_shape, axes)
         out = None if P.index is None else gathered_box(P.model, global_shape, P.index, axes)
-        super().__init__(P.comm, tr, P.local_box(global_shape), out, dtype, False)
+        super().__init__(P, tr, P.local_box(global_shape), out, dtype, False,
+                         allgather_lowering(P.model, global_shape, axes))
 
 
 class ReduceScatter(_Moves):
@@ -120,12 +165,14 @@ class ReduceScatter(_Moves):
     def __init__(self, P: Partition, axes: Sequence[int], global_shape: Sequence[int], dtype=np.float64) -> None:
         tr = reverse(allgather_transfers(P.model, global_shape, axes))
         inp = None if P.index is None else gathered_box(P.model, global_shape, P.index, axes)
-        super().__init__(P.comm, tr, inp, P.local_box(global_shape), dtype, True)
+        super().__init__(P, tr, inp, P.local_box(global_shape), dtype, True,
+                         reducescatter_lowering(P.model, global_shape, axes))
 
 
 class HaloExchange(_Moves):
     """Owned block → the extended local input a window needs (the model's :class:`HaloPlan`), padding
-    filled with ``pad_value``; the adjoint adds every halo value back into its owner."""
+    filled with ``pad_value``; the adjoint adds every halo value back into its owner.  Only the inputs the
+    window reads are sent (and written: unread positions of the extended array hold ``pad_value``)."""
 
     def __init__(self, P: Partition, global_shape: Sequence[int], kernel=1, stride=1, padding=0, dilation=1,
                  *, pad_value: float = 0.0, dtype=np.float64) -> None:
@@ -135,17 +182,11 @@ class HaloExchange(_Moves):
         self.pad_value = pad_value
         me = None if P.index is None else self.plan.ranks[P.index]
         self.out_block = None if me is None else me.out
-        super().__init__(P.comm, self.plan.transfers, None if me is None else me.owned,
+        super().__init__(P, self.plan.transfers, None if me is None else me.owned,
                          None if me is None else me.extended, dtype, False)
 
-    def forward(self, x):
-        x = check_local(x, self.in_shape, "x", self.dtype)
-        y = None
-        if self.out_box is not None:
-            y = np.full(box_shape(self.out_box), self.pad_value, dtype=self.dtype)
-        run_transfers(self.comm, self.me, self.transfers, x, None if x is None else [lo for lo, _ in self.in_box],
-                      y, None if y is None else [lo for lo, _ in self.out_box], add=False)
-        return y
+    def forward(self, x, out=None):
+        return self._run(self._fwd, x, self.in_box, self.out_box, "x", out, self.pad_value)
 
 
 class AllSumReduce:
@@ -163,13 +204,13 @@ class AllSumReduce:
         """Bytes each rank hands to MPI for a block of ``block_bytes`` (groups of one send nothing)."""
         return {r: (block_bytes if len(g) > 1 else 0) for g in self.groups for r in g}
 
-    def forward(self, x):
+    def forward(self, x, out=None):
         if self.P.index is None:
             return None
         if x is None:
             raise ModelError("x is None on a member rank of the partition")
         x = np.ascontiguousarray(x, dtype=self.dtype)
-        out = np.empty_like(x)
+        out = _output(out, x.shape, self.dtype)
         if self.sub is not None and self.sub.Get_size() > 1 and x.shape not in self._checked:
             # the first call with a block shape checks that the group agrees on it (mismatched counts in an
             # Allreduce are undefined behaviour); later calls with that shape trust it

@@ -30,7 +30,7 @@ def halo_report(partition: Any, shape: Any, kernel: Any, stride: Any = 1, paddin
                 itemsize: int = 8) -> tuple[dict, Any]:
     """The ``tensor halo --json`` document and the model's :class:`~meshplan.models.tensor.halo.HaloPlan`."""
     from meshplan.models.tensor.halo import Window, halo_plan
-    from meshplan.models.tensor.partition import CartesianPartition, box_volume
+    from meshplan.models.tensor.partition import CartesianPartition
 
     partition, shape = as_int_tuple(partition, "--partition"), as_int_tuple(shape, "--shape")
     if isinstance(itemsize, bool) or not isinstance(itemsize, int) or itemsize < 1:
@@ -57,8 +57,8 @@ def halo_report(partition: Any, shape: Any, kernel: Any, stride: Any = 1, paddin
     recv = {r: 0 for r in part.ranks}
     for t in plan.transfers:
         if t.src != t.dst:
-            sent[t.src] += box_volume(t.box) * itemsize
-            recv[t.dst] += box_volume(t.box) * itemsize
+            sent[t.src] += t.volume * itemsize
+            recv[t.dst] += t.volume * itemsize
     ranks = []
     for r in plan.ranks:
         ranks.append({"rank": r.rank, "coords": list(part.coords(r.index)), "owned": [list(b) for b in r.owned],

@@ -57,6 +57,9 @@ def adjoint_cases(np_: int) -> list[dict]:
     add("broadcast", "one-to-all", px=_p((1, 1), [W - 1]), py=_p((1, W), allr), shape=[2, 3])
     add("sumreduce", "all-to-idle-one", px=_p((1, len(first)), first), py=_p((1, 1), [last[-1]]), shape=[2, 3])
     add("broadcast", "3d", px=_p((1, 1, b), allr[:b]), py=_p((a, 1, b), allr), shape=[2, 3, b + 1])
+    # a permutation: rank 0 sends to W-1 and receives from it, so the groups overlap (no Bcast/Reduce)
+    add("broadcast", "overlapping-groups", px=_p((1, W), allr), py=_p((1, W), allr[::-1]), shape=[3, W + 2])
+    add("sumreduce", "overlapping-groups", px=_p((1, W), allr), py=_p((1, W), allr[::-1]), shape=[3, W + 2])
     # all-sum-reduce
     for a, b in factor_pairs(W):
         for axes in ([0], [1], [0, 1]):
@@ -65,6 +68,10 @@ def adjoint_cases(np_: int) -> list[dict]:
     for a, b in factor_pairs(W):
         add("allgather", f"{a}x{b}-axis1", p=_p((a, b), allr), axes=[1], shape=[5, b + 1])
         add("reducescatter", f"{a}x{b}-axis0", p=_p((a, b), allr), axes=[0], shape=[max(1, a - 1), 4])
+    # consecutive slabs: an Allgatherv / Reduce_scatter per group
+    add("allgather", "slab-axis0", p=_p((W, 1), allr[::-1]), axes=[0], shape=[W + 2, 3])
+    add("allgather", "slab-axis1", p=_p((1, W), allr), axes=[1], shape=[1, 2 * W + 1])
+    add("reducescatter", "slab-axis1", p=_p((1, W), allr[::-1]), axes=[1], shape=[1, 2 * W - 1])
     # halo exchange: 1-D feature windows incl. multi-hop, stride gaps, empty output blocks; 2-D and 3-D
     for name, n, kk, s, pd, d in DISTDL_FAILURES:
         add("halo", name, p=_p((1, 1, W), allr), shape=[1, 2, n], kernel=[1, 1, kk], stride=[1, 1, s],
@@ -73,6 +80,11 @@ def adjoint_cases(np_: int) -> list[dict]:
         padding=[0, 0, 1], dilation=[1, 1, 1])
     add("halo", "1d-skip", p=_p((1, 1, W), allr[::-1]), shape=[2, 1, 13], kernel=[1, 1, 2], stride=[1, 1, 5],
         padding=[0, 0, 0], dilation=[1, 1, 1])
+    # dilated windows with few outputs per rank: runs with unread gaps between them, read from other ranks
+    add("halo", "1d-dilated-gap", p=_p((1, 1, W), allr), shape=[1, 2, 8 * W], kernel=[1, 1, 2], stride=[1, 1, 1],
+        padding=[0, 0, 0], dilation=[1, 1, 4 * W])
+    add("halo", "2d-dilated-gap", p=_p((1, 1, a, b), allr), shape=[1, 1, 6 * a, 6 * b], kernel=[1, 1, 2, 2],
+        stride=[1, 1, 1, 2], padding=[0, 0, 1, 0], dilation=[1, 1, 3 * a, 3 * b])
     add("halo", "2d", p=_p((1, 1, a, b), allr), shape=[1, 2, 9, 8], kernel=[1, 1, 3, 4], stride=[1, 1, 1, 2],
         padding=[0, 0, 1, 2], dilation=[1, 1, 2, 1])
     add("halo", "3d", p=_p((1, a, 1, b), allr), shape=[2, 3, 5, 6], kernel=[1, 1, 2, 3], stride=[1, 1, 2, 1],
@@ -91,6 +103,8 @@ def layer_cases(np_: int) -> list[dict]:
 
     for name, n, k, s, p, d in DISTDL_FAILURES:
         add("conv", name, p=[1, 1, W], x=[2, 3, n], out_channels=2, kernel=[k], stride=[s], padding=[p], dilation=[d])
+    add("conv", "1d-dilated-gap", p=[1, 1, W], x=[1, 2, 8 * W], out_channels=2, kernel=[2], stride=[1],
+        padding=[0], dilation=[4 * W])
     add("conv", "1d-channels", p=[1, a, b], x=[2, 3, 11], out_channels=5, kernel=[3], stride=[2], padding=[2],
         dilation=[1])
     add("conv", "1d-batch-channels", p=[a, b, 1], x=[3, 2, 9], out_channels=3, kernel=[4], stride=[1], padding=[1],

@@ -7,10 +7,12 @@ output block ``[o0, o1)`` of a dimension with input length ``n`` and window (ker
 ``j < k``.  The rank therefore builds a local *extended* array covering ``[o0·s − p, (o1−1)·s − p +
 d(k−1) + 1)``; the part inside ``[0, n)`` is the *needed* range and comes from the owners of the
 input (itself and any others — a halo may be wider than a neighbour's block, "multi-hop"), the rest
-is padding (the needed range is the hull of the inputs actually read: a stride wider than the
-window skips inputs).  A negative halo (appendix B.4) means owned inputs the rank does not need.  The exchange
-sends each box ``owned(src) ∩ needed(dst)`` once, corners included (no nested per-dimension hops), so
-the bytes are exactly the volume of those boxes.
+is padding (the needed range is the hull of the inputs actually read).  A stride wider than the window,
+or a dilation with few outputs, skips inputs inside that hull: the inputs read along a dimension are
+runs (:func:`read_runs`), and the set read is their product over the dimensions (a window is
+separable).  A negative halo (appendix B.4) means owned inputs the rank does not need.  The exchange
+sends the read elements of each ``owned(src) ∩ needed(dst)`` once, corners included (no nested
+per-dimension hops), so the bytes are exactly the number of inputs read from another rank.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
+
 from meshplan.models.core.errors import ModelError
 from meshplan.models.tensor.partition import (Box, CartesianPartition, balanced_block, box_intersect,
-                                              box_is_empty, box_volume)
-from meshplan.models.tensor.plans import Transfer
+                                              box_is_empty)
+from meshplan.models.tensor.plans import Runs, Transfer
 
-__all__ = ["Window", "output_length", "output_shape", "RankHalo", "HaloPlan", "halo_plan", "needed_indices"]
+__all__ = ["Window", "output_length", "output_shape", "RankHalo", "HaloPlan", "halo_plan", "needed_indices",
+           "read_runs"]
 
 
 def _per_dim(value, ndim: int, name: str, minimum: int) -> tuple[int, ...]:
@@ -108,7 +113,8 @@ def needed_indices(n: int, o0: int, o1: int, k: int, s: int, p: int, d: int) -> 
 
 @dataclass(frozen=True, slots=True)
 class RankHalo:
-    """One grid index's geometry: owned input box, output box, extended (local input) box, needed box."""
+    """One grid index's geometry: owned input box, output box, extended (local input) box, needed box
+    (the hull of the inputs read) and ``reads``, the runs of inputs read per dimension."""
 
     index: int
     rank: int
@@ -116,6 +122,7 @@ class RankHalo:
     out: Box
     extended: Box
     needed: Box
+    reads: Runs = ()
 
     @property
     def halos(self) -> tuple[tuple[int, int], ...]:
@@ -148,7 +155,7 @@ class HaloPlan:
         out = {r: 0 for r in self.partition.ranks}
         for t in self.transfers:
             if t.src != t.dst:
-                out[t.src] += box_volume(t.box) * itemsize
+                out[t.src] += t.volume * itemsize
         return out
 
 
@@ -165,6 +172,36 @@ def _read_hull(n: int, o0: int, o1: int, window: Window, k: int) -> tuple[int, i
         if last >= o0 and last * s - p + j * d >= 0:
             hi = max(hi, last * s - p + j * d)
     return (lo, hi + 1) if hi >= lo else (0, 0)
+
+
+def read_runs(n: int, o0: int, o1: int, window: Window, k: int) -> tuple[tuple[int, int], ...]:
+    """The inputs in ``[0, n)`` that outputs ``[o0, o1)`` read along dimension ``k``, as sorted disjoint
+    ``[start, stop)`` runs (the brute force :func:`needed_indices`, compressed)."""
+    lo, hi = _read_hull(n, o0, o1, window, k)
+    if hi <= lo:
+        return ()
+    kk, s, p, d = window.kernel[k], window.stride[k], window.padding[k], window.dilation[k]
+    if (d == 1 and s <= kk) or (o1 - o0 == 1 and d == 1) or (s == 1 and (kk == 1 or o1 - o0 >= d)):
+        return ((lo, hi),)                               # windows touch or overlap: no gaps
+    idx = (np.arange(o0, o1, dtype=np.int64)[:, None] * s - p + np.arange(kk, dtype=np.int64)[None, :] * d).ravel()
+    idx = np.unique(idx[(idx >= 0) & (idx < n)])
+    cut = np.nonzero(np.diff(idx) > 1)[0]
+    starts = [int(idx[0])] + [int(v) for v in idx[cut + 1]]
+    stops = [int(v) + 1 for v in idx[cut]] + [int(idx[-1]) + 1]
+    return tuple(zip(starts, stops))
+
+
+def _clip_runs(runs, lo: int, hi: int) -> tuple[tuple[int, int], ...]:
+    return tuple((max(a, lo), min(b, hi)) for a, b in runs if min(b, hi) > max(a, lo))
+
+
+def _select(reads: Runs, box: Box) -> tuple[Box, Runs | None] | None:
+    """The read elements of ``box``: (their hull, runs or None if the hull is all read); None if none."""
+    clipped = tuple(_clip_runs(rr, lo, hi) for rr, (lo, hi) in zip(reads, box))
+    if any(not rr for rr in clipped):
+        return None
+    hull = tuple((rr[0][0], rr[-1][1]) for rr in clipped)
+    return hull, (None if all(len(rr) == 1 for rr in clipped) else clipped)
 
 
 def halo_plan(partition: CartesianPartition, global_shape: Sequence[int], window: Window) -> HaloPlan:
@@ -184,19 +221,22 @@ def halo_plan(partition: CartesianPartition, global_shape: Sequence[int], window
                      (o1 - 1) * window.stride[k] - window.padding[k] + window.extent(k) if o1 > o0
                      else o0 * window.stride[k] - window.padding[k])
                     for k, (o0, o1) in enumerate(out))
+        reads: Runs = tuple(() for _ in g)
         if box_is_empty(out):
             need = tuple((0, 0) for _ in g)
         else:
-            need = tuple(_read_hull(n, o0, o1, window, k) for k, ((o0, o1), n) in enumerate(zip(out, g)))
+            reads = tuple(read_runs(n, o0, o1, window, k) for k, ((o0, o1), n) in enumerate(zip(out, g)))
+            need = tuple((rr[0][0], rr[-1][1]) if rr else (0, 0) for rr in reads)
             if box_is_empty(need):
                 need = tuple((0, 0) for _ in g)
-        infos.append(RankHalo(idx, partition.ranks[idx], owned, out, ext, need))
+                reads = tuple(() for _ in g)
+        infos.append(RankHalo(idx, partition.ranks[idx], owned, out, ext, need, reads))
     transfers = []
     for dst in infos:
         if box_is_empty(dst.needed):
             continue
         for src in infos:
-            box = box_intersect(src.owned, dst.needed)
-            if not box_is_empty(box):
-                transfers.append(Transfer(src.rank, dst.rank, box))
+            sel = _select(dst.reads, box_intersect(src.owned, dst.needed))
+            if sel is not None:
+                transfers.append(Transfer(src.rank, dst.rank, *sel))
     return HaloPlan(partition, g, window, out_shape, tuple(infos), tuple(transfers))

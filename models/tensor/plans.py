@@ -22,22 +22,39 @@ from meshplan.models.core.errors import ModelError
 from meshplan.models.tensor.partition import (Box, CartesianPartition, box_intersect, box_is_empty,
                                               box_volume)
 
-__all__ = ["Transfer", "bytes_sent", "repartition_transfers", "broadcast_sources", "check_broadcast",
+__all__ = ["Transfer", "Runs", "bytes_sent", "repartition_transfers", "broadcast_sources", "check_broadcast",
            "check_sumreduce", "broadcast_transfers", "sumreduce_transfers", "allsumreduce_groups",
            "gathered_box", "allgather_transfers"]
 
 
+#: per dimension, the sorted disjoint ``[start, stop)`` runs of global indices a transfer selects
+Runs = tuple[tuple[tuple[int, int], ...], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class Transfer:
-    """Rank ``src`` sends the elements of global box ``box`` to rank ``dst`` (``src == dst``: a local copy)."""
+    """Rank ``src`` sends the elements of global box ``box`` to rank ``dst`` (``src == dst``: a local copy).
+
+    ``runs`` (None = the whole box) restricts the transfer to the product of per-dimension runs inside
+    ``box`` (a halo whose window skips inputs sends only the inputs read); ``box`` is then their hull."""
 
     src: int
     dst: int
     box: Box
+    runs: Runs | None = None
 
     @property
     def volume(self) -> int:
-        return box_volume(self.box)
+        if self.runs is None:
+            return box_volume(self.box)
+        n = 1
+        for rr in self.runs:
+            n *= sum(b - a for a, b in rr)
+        return n
+
+    def reversed(self) -> "Transfer":
+        """The same elements moved from ``dst`` back to ``src`` (the adjoint's transfer)."""
+        return Transfer(self.dst, self.src, self.box, self.runs)
 
 
 def bytes_sent(transfers: Sequence[Transfer], itemsize: int = 8) -> dict[int, int]:
@@ -115,7 +132,7 @@ def sumreduce_transfers(px: CartesianPartition, py: CartesianPartition,
     """``global_shape`` is the shape of the result ``y`` partitioned by ``P_y``; every ``P_x`` index sends a
     block of that shape to the ``P_y`` index it reduces into."""
     check_sumreduce(px, py)
-    return tuple(Transfer(t.dst, t.src, t.box) for t in broadcast_transfers(py, px, global_shape))
+    return tuple(t.reversed() for t in broadcast_transfers(py, px, global_shape))
 
 
 def allsumreduce_groups(p: CartesianPartition, axes: Sequence[int]) -> tuple[tuple[int, ...], ...]:

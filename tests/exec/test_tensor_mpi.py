@@ -66,3 +66,21 @@ def test_a_raising_rank_aborts_the_job(op):
     with pytest.raises(MpiRunError) as err:
         run_job(3, MODULE, {"bad_input": {"rank": 1, "op": op}}, timeout_s=120)
     assert "has shape" in str(err.value)
+
+
+def test_counting_comm_counts_alltoallw_by_type_size():
+    import numpy as np
+    from mpi4py import MPI
+
+    from meshplan.exec.runtime.comms import ByteCounter, CountingComm
+
+    a = np.arange(12.0).reshape(3, 4)
+    b = np.zeros((3, 4))
+    t = MPI.DOUBLE.Create_subarray([3, 4], [2, 3], [1, 0]).Commit()   # 6 doubles of a 12-double array
+    try:
+        counter = ByteCounter()
+        CountingComm(MPI.COMM_SELF, counter).Alltoallw([a, ([1], [0]), [t]], [b, ([1], [0]), [t]])
+    finally:
+        t.Free()
+    assert (counter.sent, counter.received) == (48, 48)
+    assert (b[1:, :3] == a[1:, :3]).all() and (b[0] == 0).all() and (b[:, 3] == 0).all()

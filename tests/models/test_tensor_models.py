@@ -67,17 +67,41 @@ def test_halo_geometry_matches_brute_force(case):
         if box_is_empty(r.needed):  # nothing needed: some dimension's outputs read only padding
             assert any(not needed_indices(n, o0, o1, kk, s, p, d) for n, (o0, o1), kk, s, p, d in
                        zip(shape, r.out, win.kernel, win.stride, win.padding, win.dilation))
-    # the transfers into each rank tile its needed box exactly once, each from the owner
+    # the transfers into each rank cover exactly the inputs it reads (brute force), each once, from the
+    # owner: nothing unread inside the needed hull is sent (a stride wider than the window skips inputs)
     owned = {r.rank: r.owned for r in plan.ranks}
     for r in plan.ranks:
-        cover = np.zeros([hi - lo for lo, hi in r.needed], dtype=int) if not box_is_empty(r.needed) else None
+        if box_is_empty(r.needed):
+            assert not any(t.dst == r.rank for t in plan.transfers)
+            continue
+        read = np.zeros(shape, dtype=bool)
+        read[np.ix_(*[sorted(needed_indices(n, o0, o1, kk, s, p, d)) for n, (o0, o1), kk, s, p, d in
+                      zip(shape, r.out, win.kernel, win.stride, win.padding, win.dilation)])] = True
+        cover = np.zeros(shape, dtype=int)
         for t in plan.transfers:
             if t.dst != r.rank:
                 continue
             assert box_intersect(t.box, owned[t.src]) == t.box
-            cover[tuple(slice(lo - u0, hi - u0) for (lo, hi), (u0, _) in zip(t.box, r.needed))] += 1
-        if cover is not None:
-            assert (cover == 1).all()
+            sel = [list(range(lo, hi)) for lo, hi in t.box] if t.runs is None else \
+                [[i for a, b in rr for i in range(a, b)] for rr in t.runs]
+            assert all(lo <= min(ix) and max(ix) < hi for ix, (lo, hi) in zip(sel, t.box))
+            assert t.volume == math.prod(len(ix) for ix in sel)
+            cover[np.ix_(*sel)] += 1
+        assert ((cover == 1) == read).all() and cover.max() == 1
+    assert plan.bytes_sent(8) == {q: 8 * sum(t.volume for t in plan.transfers if t.src == q != t.dst)
+                                  for q in part.ranks}
+
+
+def test_halo_sends_only_the_inputs_read():
+    # kernel 2, stride 4 on 16 inputs over 2 ranks: outputs read {0,1,4,5,8,9,12,13}; rank 1 (outputs 2,3)
+    # reads 8,9,12,13 — all its own; a dilated single output reads 2 inputs 5 apart and nothing between
+    plan = halo_plan(CartesianPartition.of((2,)), (16,), Window.of(1, 2, 4, 0, 1))
+    assert plan.ranks[0].reads == (((0, 2), (4, 6)),) and plan.ranks[1].reads == (((8, 10), (12, 14)),)
+    assert all(t.src == t.dst for t in plan.transfers)
+    plan = halo_plan(CartesianPartition.of((4,)), (12,), Window.of(1, 2, 3, 0, 5))
+    assert [r.out[0] for r in plan.ranks] == [(0, 1), (1, 2), (2, 3), (3, 3)]
+    assert plan.ranks[1].reads == (((3, 4), (8, 9)),)
+    assert {(t.src, t.box, t.volume) for t in plan.transfers if t.dst == 1} == {(1, ((3, 4),), 1), (2, ((8, 9),), 1)}
 
 
 def test_paper_appendix_b_halos():
