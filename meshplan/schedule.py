@@ -47,8 +47,11 @@ def _program_json(pid: int, pr) -> dict[str, Any]:
     }
 
 
-def study_to_json(study: PlacementStudy) -> dict[str, Any]:
-    """The schedule document of a placement study (docs/schedule-format.md)."""
+def study_to_json(study: PlacementStudy, axis_names: Any = None) -> dict[str, Any]:
+    """The schedule document of a placement study (docs/schedule-format.md); ``axis_names`` name the
+    parallelism axes (default ``a0, a1, …``)."""
+    from meshplan.api.inputs import as_axis_names
+
     placements = []
     for pid, pl in enumerate(study.placements):
         placements.append({
@@ -67,6 +70,7 @@ def study_to_json(study: PlacementStudy) -> dict[str, Any]:
         "schema": SCHEMA,
         "system": study.system.to_dict(),
         "axes": list(study.axes),
+        "axis_names": list(as_axis_names(axis_names, len(study.axes))),
         "reduce": list(study.reduce),
         "bytes_per_device": study.bytes_per_device,
         "algo": study.algo,
@@ -112,6 +116,8 @@ class Schedule:
     bytes_per_device: int
     algo: str
     placements: tuple[ScheduledPlacement, ...]
+    #: the axes' names (``axis_names`` of the file; ``a0, a1, …`` when a file predates the field)
+    axis_names: tuple[str, ...] = ()
 
     def select(self, placement: Any = None, program: Any = None
                ) -> list[tuple[ScheduledPlacement, ScheduledProgram]]:
@@ -243,7 +249,10 @@ def schedule_from_json(data: Any, source: str = "schedule") -> Schedule:
         if isinstance(err, ModelError):
             raise
         raise ModelError(f"{source}: malformed schedule ({type(err).__name__}: {err})") from err
+    from meshplan.api.inputs import as_axis_names
+
+    names = as_axis_names(data.get("axis_names"), len(axes), what=f"{source}: axis_names")
     return Schedule(system, axes, reduce, int(data.get("bytes_per_device", 2**30)), str(data.get("algo", "ring")),
-                    tuple(placements))
+                    tuple(placements), names)
 
 

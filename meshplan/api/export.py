@@ -14,20 +14,10 @@ from typing import Any, Sequence
 from meshplan.api.results import Result, freeze, library_field
 from meshplan.models.core.errors import ModelError
 
-__all__ = ["MESH_FORMATS", "DeviceMesh", "Mpi4pyProgram", "export_mesh", "export_mpi4py", "parse_axis_names"]
+__all__ = ["MESH_FORMATS", "DeviceMesh", "Mpi4pyProgram", "export_mesh", "export_mpi4py"]
 
 #: the device-mesh formats of ``meshplan export``
 MESH_FORMATS = ("jax-mesh", "torch-mesh")
-
-
-def parse_axis_names(names: Any, n: int) -> list[str]:
-    """``n`` distinct identifier axis names from ``"data,model"`` or a sequence (default ``axis0,axis1,…``)."""
-    if names is None:
-        return [f"axis{i}" for i in range(n)]
-    items = [x.strip() for x in names.split(",") if x.strip()] if isinstance(names, str) else list(names)
-    if len(items) != n or len(set(items)) != n or not all(isinstance(x, str) and x.isidentifier() for x in items):
-        raise ModelError(f"--axis-names needs {n} distinct identifiers separated by commas, got {names!r}")
-    return items
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,14 +58,16 @@ class DeviceMesh(Result):
 def export_mesh(schedule: Any, format: str = "jax-mesh", *, placement: Any = 0,
                 axis_names: Sequence[str] | str | None = None) -> DeviceMesh:
     """The device order of one placement of a schedule (a path, JSON, ``Schedule`` or ``PlacementPlan``)
-    as a ``jax-mesh`` or ``torch-mesh``, so the framework's mesh axes land where meshplan placed them."""
+    as a ``jax-mesh`` or ``torch-mesh``, so the framework's mesh axes land where meshplan placed them.
+    ``axis_names`` default to the schedule's (``solve placement --axis-names``, else ``a0, a1, …``)."""
+    from meshplan.api.inputs import as_axis_names
     from meshplan.schedule import load_schedule
 
     if format not in MESH_FORMATS:
         raise ModelError(f"unknown mesh format {format!r}; use one of {', '.join(MESH_FORMATS)}")
     sched = load_schedule(schedule)
     pl, _ = sched.pick(placement, None)
-    names = parse_axis_names(axis_names, len(sched.axes))
+    names = as_axis_names(sched.axis_names if axis_names is None else axis_names, len(sched.axes))
     return DeviceMesh(format, sched.system.short(), freeze(pl.matrix.tolist()), tuple(sched.axes), tuple(names),
                       tuple(sched.reduce), freeze(pl.matrix.device_order()), pl)
 
@@ -99,12 +91,14 @@ class Mpi4pyProgram(Result):
 def export_mpi4py(schedule: Any, *, placement: Any = 0, program: Any = 0) -> Mpi4pyProgram:
     """One reduction program of a schedule as a standalone mpi4py program (P2 §3.4 lowering, run with
     ``mpiexec -n N python prog.py``; it verifies its own result against numpy)."""
+    from meshplan.api.inputs import as_axis_names
     from meshplan.exec.reduction.export import mpi4py_script
     from meshplan.schedule import load_schedule
 
     sched = load_schedule(schedule)
     pl, pr = sched.pick(placement, program)
-    header = [f"System {sched.system.short()} ({sched.system.num_devices} devices), axes {list(sched.axes)}, "
+    names = ", ".join(f"{n}={a}" for n, a in zip(as_axis_names(sched.axis_names, len(sched.axes)), sched.axes))
+    header = [f"System {sched.system.short()} ({sched.system.num_devices} devices), axes {names}, "
               f"reduce {list(sched.reduce)}.",
               f"Placement {pl.id}: parallelism matrix {pl.matrix}; program {pr.id} of {len(pl.programs)}"
               + (f", simulated {pr.time_s:.6g} s for {sched.bytes_per_device} bytes per device"

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from meshplan.models.core.errors import ModelError
 
 __all__ = ["is_file", "as_system", "as_int_tuple", "as_bytes", "as_matrix_rows", "as_params", "as_mesh", "as_type",
-           "choose_placement", "as_positive"]
+           "choose_placement", "as_positive", "as_axis_names"]
 
 
 def is_file(text: Any) -> bool:
@@ -176,3 +176,33 @@ def as_type(value: Any):
         return parse_type(value)
     raise ModelError(f"a distributed type must be a DistType or text like '[3{{x}}12,2{{y}}12]', "
                      f"got {type(value).__name__}")
+
+
+def as_axis_names(names: Any, n: int, what: str = "--axis-names") -> tuple[str, ...]:
+    """The names of ``n`` parallelism axes from ``"data,model"`` or a sequence; ``None`` (or empty) gives
+    the defaults ``a0, a1, …``.  Names must be ``n`` distinct Python identifiers (they become JAX / PyTorch
+    mesh axis names), and the message says which rule failed."""
+    if names is None or (isinstance(names, str) and not names.strip()) or (
+            not isinstance(names, str) and hasattr(names, "__len__") and len(names) == 0):
+        return tuple(f"a{i}" for i in range(n))
+    if isinstance(names, str):
+        items = [x.strip() for x in names.split(",")]
+    elif isinstance(names, (list, tuple)):
+        items = list(names)
+    else:
+        raise ModelError(f"{what} must be names separated by commas, e.g. data,model; got {type(names).__name__}")
+    if len(items) != n:
+        raise ModelError(f"{what} needs {n} names, one per axis of --axes, got {len(items)} in {_show(names)}; "
+                         f"e.g. {','.join(('data', 'model', 'pipe', 'seq')[:n]) if n <= 4 else 'a0,a1,…'}")
+    bad = [x for x in items if not (isinstance(x, str) and x.isidentifier())]
+    if bad:
+        raise ModelError(f"{what}: {bad[0]!r} is not a name; use letters, digits and _ (not starting with a digit)")
+    dup = sorted({x for x in items if items.count(x) > 1})
+    if dup:
+        raise ModelError(f"{what}: {dup[0]!r} names more than one axis; names must be distinct")
+    return tuple(items)
+
+
+def _show(value: Any) -> str:
+    text = value if isinstance(value, str) else ",".join(map(str, value))
+    return repr(text if len(text) <= 60 else text[:57] + "...")

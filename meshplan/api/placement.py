@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from meshplan.api.inputs import as_bytes, as_int_tuple, as_system
+from meshplan.api.inputs import as_axis_names, as_bytes, as_int_tuple, as_system
 from meshplan.api.results import Result, freeze, library_field
 from meshplan.models.core.errors import ModelError
 
@@ -29,6 +29,7 @@ class PlacementPlan(Result):
     schema: str
     system: Mapping
     axes: tuple[int, ...]
+    axis_names: tuple[str, ...]
     reduce: tuple[int, ...]
     bytes_per_device: int
     algo: str
@@ -55,14 +56,15 @@ class PlacementPlan(Result):
 
 def solve_placement(system: Any, axes: Any, reduce: Any, *, max_size: int = 5, dsl: str = "full",
                     bytes: Any = "1GiB", algo: str = "ring", solver: str = "cpsat",
-                    pin: Iterable[str] = (), inside: Iterable[str] = (),
+                    pin: Iterable[str] = (), inside: Iterable[str] = (), axis_names: Any = None,
                     progress: Callable[[int, int], None] | None = None) -> PlacementPlan:
     """Every placement of ``axes`` on ``system`` with its synthesized reduction programs, fastest first
     (P2 §3.1 placement, §3.3–3.5 synthesis, §5 simulation).
 
     ``system``: a System, preset, file or ``node=4,gpu=16``; ``axes``/``reduce``: ``"4,16"`` or a
     sequence; ``bytes``: data per device (``"1GiB"`` or an int); ``pin``: entries ``"AXIS:LEVEL=F"``
-    fixing a matrix entry; ``inside``: ``"AXIS:LEVEL"`` keeping an axis inside a level; ``solver``: a
+    fixing a matrix entry; ``inside``: ``"AXIS:LEVEL"`` keeping an axis inside a level; ``axis_names``:
+    the axes' names (``"data,model"``; default ``a0,a1,…``), carried into the schedule; ``solver``: a
     backend name (``meshplan.solvers.backends``); ``progress(done, total)`` is called per placement."""
     from meshplan.models.placement.constraints import PlacementConstraints
     from meshplan.schedule import study_to_json
@@ -71,6 +73,7 @@ def solve_placement(system: Any, axes: Any, reduce: Any, *, max_size: int = 5, d
     system = as_system(system)
     axes = as_int_tuple(axes, "--axes")
     reduce = as_int_tuple(reduce, "--reduce")
+    names = as_axis_names(axis_names, len(axes))
     if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
         raise ModelError(f"--max-size must be at least 1, got {max_size}")
     nbytes = as_bytes(bytes)
@@ -82,5 +85,5 @@ def solve_placement(system: Any, axes: Any, reduce: Any, *, max_size: int = 5, d
         if isinstance(err, ModelError) or "encoding" not in str(err):
             raise
         raise ModelError(f"--solver {solver}: {err}; choose another solver backend") from err
-    doc = study_to_json(study)
+    doc = study_to_json(study, names)
     return PlacementPlan(**{k: freeze(v) for k, v in doc.items()}, study=study)

@@ -130,12 +130,15 @@ def _default(o: Any) -> Any:
 
 
 def console():
-    """A rich console on stdout: the terminal's width, or 160 columns when piped."""
+    """A rich console on stdout: the terminal's width, or ``$COLUMNS`` (default 160) when piped."""
+    import os
+
     from rich.console import Console
 
     con = Console(highlight=False)
-    if not con.is_terminal:  # pipes and files get wide, unwrapped tables
-        con = Console(highlight=False, width=160)
+    if not con.is_terminal:  # pipes and files get wide tables unless COLUMNS says otherwise
+        cols = os.environ.get("COLUMNS", "")
+        con = Console(highlight=False, width=int(cols) if cols.isdigit() and int(cols) >= 40 else 160)
     return con
 
 
@@ -149,19 +152,24 @@ def status(show: bool, text: str):
 
 
 @contextlib.contextmanager
-def progress(show: bool, label: str):
-    """A transient progress bar on a terminal; yields ``update(done, total)`` (or ``None`` when hidden)."""
+def progress(show: bool, label: str, unit: str = ""):
+    """A transient progress bar with counts (``unit 3/12``) on stderr, only when ``show`` (not ``--json``)
+    and stderr is a terminal; yields ``update(done, total, what="")`` (or ``None`` when hidden), ``what``
+    naming the item under way."""
     if not (show and sys.stderr.isatty()):
         yield None
         return
-    from rich.progress import Progress
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    bar = Progress(transient=True)
-    task = bar.add_task(label, total=None)
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(unit), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TextColumn("{task.fields[what]}"),
+                   console=Console(stderr=True), transient=True)
+    task = bar.add_task(label, total=None, what="")
     bar.start()
 
-    def update(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
+    def update(done: int, total: int, what: str = "") -> None:
+        bar.update(task, completed=done, total=total, what=what)
 
     try:
         yield update

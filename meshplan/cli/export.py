@@ -37,7 +37,8 @@ def register(sub) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     add_selection_flags(p, several=False)
     p.add_argument("--axis-names", default=None, metavar="A,B,…",
-                   help="mesh axis names (default axis0,axis1,…; jax-mesh/torch-mesh)")
+                   help="mesh axis names (default: the schedule's, from `solve placement --axis-names`, "
+                        "else a0,a1,…; jax-mesh/torch-mesh)")
     add_common_flags(p, json_help="mesh formats: print {axes, axis_names, device_order, …} as JSON")
     p.set_defaults(func=run)
 

@@ -13,6 +13,7 @@ __all__ = ["register", "run"]
 EXAMPLES = """\
 examples:
   meshplan solve placement --system a100-4x16 --axes 4,16 --reduce 0
+  meshplan solve placement --system a100-4x16 --axes 4,16 --reduce 0 --axis-names data,model
   meshplan solve placement --system v100-2x8 --axes 2,2,4 --reduce 0,2 --algo tree
   meshplan solve placement --system node=4,gpu=8 --axes 4,8 --reduce 1 --pin 1:gpu=8 --json
   meshplan solve placement --system examples/systems/dgx-like.json --axes 4,8 --reduce 1 --export plan.json
@@ -57,6 +58,9 @@ def register(sub) -> None:
                    help="fix a matrix entry: axis AXIS split F ways across LEVEL (repeatable)")
     p.add_argument("--inside", action="append", default=[], metavar="AXIS:LEVEL",
                    help="keep axis AXIS entirely inside LEVEL (repeatable)")
+    p.add_argument("--axis-names", default=None, metavar="A,B,…",
+                   help="names of the axes, e.g. data,model (default a0,a1,…; distinct identifiers), carried "
+                        "into the table, the JSON and the schedule (export uses them as mesh axis names)")
     p.add_argument("--top", type=int, default=None, metavar="K",
                    help="show only the K fastest placements in the table (JSON always has all)")
     p.add_argument("--export", metavar="FILE", help="also write the full JSON schedule to FILE "
@@ -84,44 +88,46 @@ def run(args) -> int:
     with progress(not args.json, "synthesizing") as update:
         plan = solve_placement(args.system, args.axes, args.reduce, max_size=args.max_size, dsl=args.dsl,
                                bytes=args.bytes, algo=args.algo, solver=args.solver, pin=args.pin,
-                               inside=args.inside, progress=update)
+                               inside=args.inside, axis_names=args.axis_names, progress=update)
     if args.export:
         plan.save(args.export)
     if args.json:
         print_json(plan.to_json())
         return 0
-    _table(plan.study, args.top)
+    _table(plan.study, args.top, plan.axis_names)
     if args.export:
         console().print(f"schedule written to {args.export}")
     return 0
 
 
-def _short(program, width: int = 60) -> str:
-    compact = program.compact()
-    return compact if len(compact) <= width else compact[: width - 1] + "…"
-
-
-def _table(study, top: int | None) -> None:
-    from rich.table import Table
-
+def _table(study, top: int | None, names) -> None:
+    from meshplan.cli.render import Column, matrix_lines, print_table, program_lines
     from meshplan.models.core.collectives import Collective
     from meshplan.models.core.units import format_bytes, format_seconds
 
     con = console()
     s = study.system
-    con.print(f"[bold]{s}[/bold] ({s.short()}, {s.num_devices} devices), axes {list(study.axes)}, "
-              f"reduce {list(study.reduce)}, {format_bytes(study.bytes_per_device)} per device, "
-              f"{study.algo} algorithm, DSL {study.dialect}, max size {study.max_size}")
-    t = Table(show_lines=False)
-    columns = (("#", "right"), ("matrix", "left"), (str(Collective.ALL_REDUCE), "right"), ("best program", "left"),
-               ("time", "right"), ("speed-up", "right"), ("programs", "right"))
-    for col, justify in columns:
-        t.add_column(col, justify=justify)
+    axes = ", ".join(f"{n}={a}" for n, a in zip(names, study.axes))
+    con.print(f"[bold]{s}[/bold] ({s.short()}, {s.num_devices} devices), axes {axes}, "
+              f"reduce {','.join(names[r] for r in study.reduce)}, {format_bytes(study.bytes_per_device)} per "
+              f"device, {study.algo} algorithm, DSL {study.dialect}, max size {study.max_size}")
+    levels = ",".join(lv.name for lv in s.levels)
+    columns = (
+        Column("#", explain="placement index, fastest first (--placement of check, run, export, show)"),
+        Column("matrix", "left", explain=f"the parallelism matrix, one line per axis: how many ways the axis "
+                                          f"is split across each level ({levels}; P2 §3.1)"),
+        Column(str(Collective.ALL_REDUCE), explain="simulated time of one AllReduce over each reduction group"),
+        Column("best program", "left", whole=False,
+               explain="the fastest synthesized program, one collective per line (AR AllReduce, RS "
+                       "ReduceScatter, AG AllGather, R Reduce, B Broadcast; (slice,form) as in docs/synthesis.md)"),
+        Column("time", explain="its simulated time (P2 §5)"),
+        Column("speed-up", explain="AllReduce time / best program time"),
+        Column("progs", explain="how many correct programs synthesis found up to --max-size"))
     shown = study.placements[:top] if top else study.placements
-    for i, pl in enumerate(shown):
-        t.add_row(str(i), str(pl.matrix), format_seconds(pl.allreduce.time_s), _short(pl.best.program),
-                  format_seconds(pl.best.time.time_s), f"{pl.speedup:.2f}x", str(len(pl.programs)))
-    con.print(t)
+    rows = [(str(i), matrix_lines(pl.matrix.tolist(), names), format_seconds(pl.allreduce.time_s),
+             program_lines(pl.best.program.compact()), format_seconds(pl.best.time.time_s), f"{pl.speedup:.2f}x",
+             str(len(pl.programs))) for i, pl in enumerate(shown)]
+    print_table(con, columns, rows)
     if top and len(study.placements) > top:
         con.print(f"({len(study.placements) - top} more placements; --json lists all)")
     b = study.best

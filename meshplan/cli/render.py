@@ -1,0 +1,132 @@
+"""Tables of the CLI that never cut the answer: columns wrap, or the rows stack, instead of ``…``.
+
+Every verb's human table goes through :func:`print_table`.  A :class:`Column` is either *whole* (its
+lines are never broken: numbers, matrix rows, one instruction of a program) or wrapping (prose, broken at
+spaces).  The widths are computed here, not by rich: every whole column gets its widest line, every
+wrapping column its longest word, and the space left is shared by the wrapping columns up to their
+natural width.  When even those minimums do not fit the console (an 80-column terminal and a wide
+matrix), each row is printed as a block of ``column  value`` lines instead.  Under the table, each
+column is explained once (:attr:`Column.explain`).
+
+Multi-line cells carry their own line breaks: :func:`program_lines` puts one instruction of a reduction
+program per line, :func:`matrix_lines` one axis (with its name) per line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+__all__ = ["Column", "print_table", "program_lines", "matrix_lines"]
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column: its header, justification, whether its lines are kept whole, and the sentence that
+    explains it under the table (empty: not explained)."""
+
+    header: str
+    justify: str = "right"
+    whole: bool = True
+    explain: str = ""
+
+
+def matrix_lines(matrix: Sequence[Sequence[int]], names: Sequence[str] | None = None) -> str:
+    """A parallelism matrix one axis per line, ``name [f_1,…,f_L]`` (row = axis, entry = how many ways
+    the axis is split across that level; P2 §3.1)."""
+    from meshplan.api.inputs import as_axis_names
+
+    rows = [list(r) for r in matrix]
+    names = as_axis_names(names, len(rows))
+    pad = max(len(n) for n in names) if names else 0
+    return "\n".join(f"{n:<{pad}} [{','.join(str(int(x)) for x in r)}]" for n, r in zip(names, rows))
+
+
+def program_lines(text: str) -> str:
+    """A reduction program one instruction per line, collectives abbreviated (AR, RS, AG, R, B):
+    ``RS(node) ;`` / ``AR(node,Parallel(root)) ;`` / ``AG(node)``.  Accepts the compact form
+    (``RS(node) ; AG(node)``) or the text format (``ReduceScatter slice=node form=InsideGroup; …``)."""
+    from meshplan.models.core.collectives import Collective
+    from meshplan.models.core.errors import ModelError
+
+    parts = []
+    for ins in text.replace("\n", ";").split(";"):
+        w = ins.split()
+        if not w:
+            continue
+        if len(w) == 3 and w[1].startswith("slice=") and w[2].startswith("form="):
+            form = w[2][5:]
+            try:
+                name = Collective.parse(w[0]).short
+            except ModelError:
+                name = w[0]
+            parts.append(f"{name}({w[1][6:]}{'' if form == 'InsideGroup' else ',' + form})")
+        else:
+            parts.append(" ".join(w))
+    return " ;\n".join(parts) if parts else "-"
+
+
+#: spaces between two columns of a table
+_GAP = 2
+
+
+def _plain(cell: str) -> list[str]:
+    from rich.text import Text
+
+    return Text.from_markup(cell).plain.split("\n")
+
+
+def _widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> list[int] | None:
+    """Column content widths that fit ``width`` (borders included), or ``None`` when the minimums do not."""
+    lines = [[_plain(r[j]) for r in rows] + [[c.header]] for j, c in enumerate(columns)]
+    natural = [max(len(ln) for cell in col for ln in cell) for col in lines]
+    least = [nat if c.whole else max([len(w) for cell in col for ln in cell for w in ln.split()] + [1])
+             for c, col, nat in zip(columns, lines, natural)]
+    room = width - _GAP * (len(columns) - 1)
+    if sum(least) > room:
+        return None
+    widths = list(least)
+    spare = room - sum(widths)
+    grow = [j for j, c in enumerate(columns) if natural[j] > widths[j]]
+    while spare > 0 and grow:  # share what is left, one column at a time, narrowest need first
+        grow.sort(key=lambda j: natural[j] - widths[j])
+        j = grow[0]
+        share = min(natural[j] - widths[j], max(1, spare // len(grow)))
+        widths[j] += share
+        spare -= share
+        if widths[j] >= natural[j]:
+            grow.pop(0)
+    return widths
+
+
+def print_table(con, columns: Sequence[Column], rows: Sequence[Sequence[str]], *, title: str | None = None,
+                explain: bool = True) -> None:
+    """Print ``rows`` (cells: rich markup, ``\\n`` for line breaks) under ``columns`` on ``con``: a table
+    whose columns wrap to the console's width, or, when it cannot fit, one block per row (titled by the
+    first column); then one line per explained column."""
+    from rich import box
+    from rich.table import Table
+
+    widths = _widths(columns, rows, con.width)
+    if widths is not None:  # a rule under the header, _GAP spaces between columns, no outer edge
+        t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+        for c, w in zip(columns, widths):
+            t.add_column(c.header, justify=c.justify, width=w, no_wrap=c.whole, overflow="fold")
+        for r in rows:
+            t.add_row(*r)
+        con.print(t)
+    else:
+        if title:
+            con.print(title)
+        for r in rows:
+            con.print(f"[bold]{columns[0].header} {r[0]}[/bold]")
+            g = Table.grid(padding=(0, 2))
+            g.add_column(no_wrap=True)
+            g.add_column(overflow="fold")
+            for c, cell in zip(columns[1:], r[1:]):
+                g.add_row("  " + c.header, cell)
+            con.print(g)
+    if explain:
+        for c in columns:
+            if c.explain:
+                con.print(f"[dim]{c.header}[/dim]: {c.explain}", highlight=False)
