@@ -2,11 +2,13 @@
 
     python bench/tensor.py [--quick] [--np 4]
 
-1. Per primitive, on payloads of 1 MiB and more per rank: the bytes each rank hands to MPI (counted by the
-   runtime's CountingComm) against the model's transfers — they must be equal — and the time next to the
-   plain mpi4py collective moving the same payload (Allreduce, Alltoallv, Bcast, Reduce, Allgather), timed
-   interleaved (median of the slowest rank).  Times on a shared, oversubscribed machine are noisy; the ratio
-   is what to read.
+1. Per primitive, on payloads of 1, 4 and 16 MiB per rank: the bytes each rank hands to MPI (counted by the
+   runtime's CountingComm) against the model (the primitive's lowering, models/tensor/lowering.py) — they
+   must be equal — and the time next to the plain mpi4py collective moving the same payload (Allreduce,
+   Alltoallv, Bcast, Reduce, Allgather), timed interleaved in one launch (median of the slowest rank).  The
+   primitive writes into a preallocated output (``out=``, as the baseline reuses its receive buffer); the
+   time with a fresh output array per call is reported too.  Times on a shared, oversubscribed machine are
+   noisy; the ratio is what to read.
 2. A small CNN (conv → relu → max-pool → conv → relu → repartition → linear) trained for a few SGD steps on
    N ranks through the torch adapter, next to the same model in sequential torch: the two loss curves.
 Writes bench/results/tensor.json.
@@ -29,16 +31,19 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one payload size, few repeats")
     ap.add_argument("--np", type=int, default=4, help="MPI ranks (default 4)")
+    ap.add_argument("--repeats", type=int, default=None, help="timed repeats per primitive (default 9; 5 with --quick)")
     args = ap.parse_args(argv)
     sizes = [1 << 20] if args.quick else [1 << 20, 1 << 22, 1 << 24]
-    repeats = 5 if args.quick else 9
+    repeats = args.repeats or (5 if args.quick else 9)
     prim = run_job(args.np, "meshplan.exec.tensor.bench_rank", {"sizes": sizes, "repeats": repeats}, timeout_s=1200)
     rows = prim["rows"]
     print(f"tensor primitives on {args.np} ranks (times: median of the slowest rank, {repeats} repeats)")
-    print_table(["primitive", "bytes/rank", "bytes sent (all ranks)", "= model", "meshplan ms", "mpi4py ms", "ratio"],
-                [[r["primitive"], r["bytes_per_rank"], r["bytes_sent_total"], "yes" if r["bytes_equal_model"] else "NO",
-                  r["time_s"] * 1e3, "" if r["baseline_s"] is None else r["baseline_s"] * 1e3,
-                  "" if r["ratio"] is None else r["ratio"]] for r in rows])
+    blank = lambda v, f=1.0: "" if v is None else v * f
+    print_table(["primitive", "MPI calls", "bytes/rank", "bytes sent (all ranks)", "= model", "meshplan ms",
+                 "mpi4py ms", "ratio", "ratio (new array)"],
+                [[r["primitive"], r["lowering"], r["bytes_per_rank"], r["bytes_sent_total"],
+                  "yes" if r["bytes_equal_model"] else "NO", r["time_s"] * 1e3, blank(r["baseline_s"], 1e3),
+                  blank(r["ratio"]), blank(r["ratio_new_array"])] for r in rows])
     payload = {"np": args.np, "quick": args.quick, "primitives": rows}
     try:
         import torch  # noqa: F401

@@ -1,12 +1,15 @@
 """MPI program of ``bench/tensor.py``: every primitive on payloads of ``sizes`` bytes per rank, its bytes
-counted by the runtime's ``CountingComm`` against the model's transfers, and its time next to the plain
-mpi4py collective moving the same payload (timed interleaved, slowest rank, median).
+counted by the runtime's ``CountingComm`` against the model (the primitive's lowering), and its time next to
+the plain mpi4py collective moving the same payload (timed interleaved in one launch, slowest rank,
+median).  The primitive is timed writing into a preallocated output (``out=``, as the baseline reuses its
+receive buffer) and, separately, allocating a fresh output per call.
 
 JOB ``{"sizes": [1048576, …], "repeats": 7}``; rank 0 prints ``{"np", "rows": [...]}``.
 
 Pairs: AllSumReduce vs ``Allreduce``; Repartition ``N×1 → 1×N`` (a transpose) vs ``Alltoallv`` of a
 pre-packed buffer; Broadcast ``1 → N`` vs ``Bcast``; SumReduce ``N → 1`` vs ``Reduce``; AllGather vs
-``Allgather``; HaloExchange (kernel 5, feature dimension over N ranks) on its own.
+``Allgather``; ReduceScatter vs ``Reduce_scatter_block``; HaloExchange (kernel 5, feature dimension over N
+ranks) vs the same exchange written by hand (copy into the extended array, ``Isend``/``Irecv`` of the edges).
 """
 
 from __future__ import annotations
@@ -17,25 +20,40 @@ from mpi4py import MPI
 from meshplan.exec.runtime.rank import RankContext, rank_main
 from meshplan.exec.runtime.timing import time_interleaved
 from meshplan.exec.tensor.partition import Partition
-from meshplan.exec.tensor.primitives import AllGather, AllSumReduce, Broadcast, HaloExchange, Repartition, SumReduce
+from meshplan.exec.tensor.primitives import (AllGather, AllSumReduce, Broadcast, HaloExchange, ReduceScatter,
+                                             Repartition, SumReduce)
 
 __all__ = ["handle"]
 
 
 def _row(ctx, name, prim, x, baseline, repeats, model_bytes):
     before = ctx.counter.sent
-    prim.forward(x)
+    buf = prim.forward(x)                     # this rank's output block (None if it has none), reused below
     sent = ctx.counter.sent - before
     exact = ctx.world.allreduce(int(sent == model_bytes), op=MPI.MIN) == 1
     total = ctx.world.allreduce(sent)
-    fns = {"meshplan": lambda: prim.forward(x)}
+    fns = {"meshplan": lambda: prim.forward(x, out=buf), "meshplan_new": lambda: prim.forward(x)}
     if baseline is not None:
         fns["mpi4py"] = baseline
     t = time_interleaved(ctx.world, fns, repeats=repeats, warmup=1)
-    ours = t["meshplan"].median_s
+    ours, new = t["meshplan"].median_s, t["meshplan_new"].median_s
     base = t["mpi4py"].median_s if baseline is not None else None
-    return {"primitive": name, "bytes_sent_total": int(total), "bytes_equal_model": bool(exact),
-            "time_s": ours, "baseline_s": base, "ratio": (ours / base) if base else None}
+    return {"primitive": name, "lowering": getattr(getattr(prim, "lowering", None), "kind", "allreduce"),
+            "bytes_sent_total": int(total), "bytes_equal_model": bool(exact),
+            "time_s": ours, "time_new_array_s": new, "baseline_s": base, "ratio": (ours / base) if base else None,
+            "ratio_new_array": (new / base) if base else None}
+
+
+def _halo_by_hand(comm, x, ext) -> None:
+    """The plain mpi4py halo of width 2 along the last dimension (neighbours rank ± 1)."""
+    me, size = comm.Get_rank(), comm.Get_size()
+    ext[..., 2:-2] = x
+    reqs = []
+    if me > 0:
+        reqs += [comm.Irecv(ext[0, 0, :2], me - 1), comm.Isend(x[0, 0, :2], me - 1)]
+    if me < size - 1:
+        reqs += [comm.Irecv(ext[0, 0, -2:], me + 1), comm.Isend(x[0, 0, -2:], me + 1)]
+    MPI.Request.Waitall(reqs)
 
 
 def handle(ctx: RankContext, job: dict) -> dict:
@@ -89,10 +107,20 @@ def handle(ctx: RankContext, job: dict) -> dict:
         rows.append({"bytes_per_rank": xa.nbytes, **_row(ctx, "AllGather", ag, xa,
                                                          lambda: ctx.world.Allgather(xa, gat), repeats,
                                                          ag.bytes_sent().get(me, 0))})
-        # halo exchange of a kernel-5 window over the feature dimension
+        # reduce-scatter along the partitioned dimension (the adjoint of the all-gather)
+        rsc = ReduceScatter(mk((N,), allr), [0], (n * N,))
+        xg = rng.standard_normal(rsc.in_shape)
+        part = np.empty(n)
+        rows.append({"bytes_per_rank": xg.nbytes, **_row(ctx, "ReduceScatter", rsc, xg,
+                                                         lambda: ctx.world.Reduce_scatter_block(xg, part, MPI.SUM),
+                                                         repeats, rsc.bytes_sent().get(me, 0))})
+        # halo exchange of a kernel-5 window over the feature dimension, vs the same by hand: copy the
+        # block into the extended array and Isend/Irecv the two-element edges with the neighbours
         h = HaloExchange(mk((1, 1, N), allr), (1, 1, n * N), kernel=(1, 1, 5), padding=(0, 0, 2))
         xh = rng.standard_normal(h.in_shape)
-        rows.append({"bytes_per_rank": xh.nbytes, **_row(ctx, "HaloExchange", h, xh, None, repeats,
+        ext = np.zeros(h.out_shape)
+        rows.append({"bytes_per_rank": xh.nbytes, **_row(ctx, "HaloExchange", h, xh,
+                                                         lambda: _halo_by_hand(ctx.world, xh, ext), repeats,
                                                          h.bytes_sent().get(me, 0))})
         ctx.comms.trim(0)
     return {"np": N, "rows": rows}

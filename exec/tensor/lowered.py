@@ -46,6 +46,9 @@ class GroupCollective:
             self.counts = [box_volume(b) for b in self.group.boxes]
             self.displs = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(int).tolist()
             self.mpitype = from_numpy_dtype(self.dtype)
+            # equal blocks: Allgather (MPICH's Allgatherv ring, pipelined in 32 KiB chunks, is 20-40x slower
+            # than its Allgather at 1 MiB on an oversubscribed node — measured, docs/tensor.md)
+            self.equal = len(set(self.counts)) == 1
 
     def dual(self) -> "GroupCollective":
         """The adjoint's runner on the same groups and sub-communicator."""
@@ -82,10 +85,14 @@ class GroupCollective:
         elif self.kind == "allgather":
             if sub is None:
                 np.copyto(y, x)
+            elif self.equal:
+                sub.Allgather(x, y)
             else:
                 sub.Allgatherv(x, [y, self.counts, self.displs, self.mpitype])
         else:                                      # reducescatter
             if sub is None:
                 np.copyto(y, x)
+            elif self.equal:
+                sub.Reduce_scatter_block(x, y, MPI.SUM)
             else:
                 sub.Reduce_scatter(x, y, self.counts, MPI.SUM)

@@ -32,7 +32,7 @@ from meshplan.models.core.errors import ModelError
 from meshplan.models.tensor.halo import Window, halo_plan
 from meshplan.models.tensor.lowering import (Lowering, allgather_lowering, broadcast_lowering, reducescatter_lowering,
                                              sumreduce_lowering, transfers_lowering)
-from meshplan.models.tensor.partition import box_shape
+from meshplan.models.tensor.partition import box_is_empty, box_shape, box_volume
 from meshplan.models.tensor.plans import (Transfer, allgather_transfers, allsumreduce_groups, broadcast_transfers,
                                           gathered_box, repartition_transfers, sumreduce_transfers)
 
@@ -79,13 +79,18 @@ class _Moves:
         """Bytes each rank hands to MPI in ``forward``, from the model (the lowering's accounting rule)."""
         return self.lowering.bytes_sent(self.transfers, self.dtype.itemsize)
 
-    def _run(self, runner, x, xbox, ybox, what: str, out, fill: float):
+    def _run(self, runner, x, xbox, ybox, what: str, out, fill: float, regions=None):
+        """``regions``: the only parts of the output the runner leaves unwritten (None: maybe all of it)."""
         x = check_local(x, None if xbox is None else box_shape(xbox), what, self.dtype)
         if x is not None:
             x = np.ascontiguousarray(x)
         y = None if ybox is None else _output(out, box_shape(ybox), self.dtype)
         if y is not None and _needs_fill(runner):
-            y.fill(fill)
+            if regions is None:
+                y.fill(fill)
+            else:
+                for r in regions:
+                    y[r] = fill
         runner.run(x, y)
         return y
 
@@ -184,9 +189,18 @@ class HaloExchange(_Moves):
         self.out_block = None if me is None else me.out
         super().__init__(P, self.plan.transfers, None if me is None else me.owned,
                          None if me is None else me.extended, dtype, False)
+        # when the transfers write all of the needed box, only the padding slabs around it need pad_value
+        self._pad = None
+        if me is not None and not box_is_empty(me.needed) and \
+                sum(t.volume for t in self.plan.transfers if t.dst == P.rank) == box_volume(me.needed):
+            self._pad = []
+            for k, ((e0, e1), (u0, u1)) in enumerate(zip(me.extended, me.needed)):
+                for lo, hi in ((e0, u0), (u1, e1)):
+                    if hi > lo:
+                        self._pad.append((slice(None),) * k + (slice(lo - e0, hi - e0),))
 
     def forward(self, x, out=None):
-        return self._run(self._fwd, x, self.in_box, self.out_box, "x", out, self.pad_value)
+        return self._run(self._fwd, x, self.in_box, self.out_box, "x", out, self.pad_value, self._pad)
 
 
 class AllSumReduce:

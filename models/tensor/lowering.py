@@ -13,7 +13,8 @@ at construction and the bytes are known before anything runs:
 * ``"allgather"`` / ``"reducescatter"`` — the groups of an all-gather when the members' blocks are
   consecutive slabs of the gathered box (one partitioned axis among ``axes`` and nothing but extent-1
   dimensions before it): ``Allgatherv`` (each member hands its block once) or ``Reduce_scatter``
-  (each member hands the whole gathered box).
+  (each member hands the whole gathered box) — ``Allgather`` / ``Reduce_scatter_block`` when the
+  blocks are equal, with the same bytes.
 * ``"transfers"`` — anything else: the boxes themselves, point to point or one ``Alltoallw``; a rank
   hands the volume of every box it sends to another rank (local copies are not handed to MPI).
 
