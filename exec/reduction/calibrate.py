@@ -68,8 +68,10 @@ def level_groups(sizes: tuple[int, ...], j: int) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(g) for g in groups.values())
 
 
-def calibrate(shape: System, *, nbytes: int = 1 << 20, iters: int = 5, timeout_s: float = 300.0) -> dict[str, Any]:
-    """Measure on ``shape.num_devices`` ranks; returns ``{"system": System, "calibration": {…}}``."""
+def calibrate(shape: System, *, nbytes: int = 1 << 20, iters: int = 5, timeout_s: float = 300.0,
+              progress: Any = None) -> dict[str, Any]:
+    """Measure on ``shape.num_devices`` ranks; returns ``{"system": System, "calibration": {…}}``;
+    ``progress(done, total, what)`` follows the measurements."""
     n = shape.num_devices
     if n < 2:
         raise ModelError("calibration needs at least 2 ranks")
@@ -77,7 +79,7 @@ def calibrate(shape: System, *, nbytes: int = 1 << 20, iters: int = 5, timeout_s
         raise ModelError(f"--iters must be at least 1, got {iters}")
     levels = [j for j, lv in enumerate(shape.levels) if lv.size > 1]
     job = {"sizes": list(shape.sizes), "bytes": int(nbytes), "iters": int(iters), "levels": levels}
-    raw = run_job(n, "meshplan.exec.reduction.calibrate", job, timeout_s=timeout_s)
+    raw = run_job(n, "meshplan.exec.reduction.calibrate", job, timeout_s=timeout_s, progress=progress)
     by_level = {m["level"]: m for m in raw["levels"]}
     new_levels = []
     for j, lv in enumerate(shape.levels):
@@ -219,16 +221,29 @@ def handle(ctx, job: dict) -> dict:
     big = np.ones(nbytes // 8, dtype=np.float64)
     big2 = np.empty_like(big)
     out = []
+    total, done = len(job["levels"]) * (2 + len(COLLECTIVES)), 0
+
+    def step(what: str) -> None:
+        nonlocal done
+        ctx.progress(done, total, what)
+        done += 1
+
     for j in job["levels"]:
         pairs = level_pairs(sizes, j)
         a, b = pairs[0]
+        step(f"level {j}: point to point, idle")
         idle = _fit(_pingpong(ctx, a, b, small, 10 * iters), _pingpong(ctx, a, b, big, iters), nbytes)
         partner = next((q if p == rank else p for p, q in pairs if rank in (p, q)), None)
+        step(f"level {j}: point to point, loaded")
         loaded = _fit(_exchange(ctx, partner, small, small.copy(), 10 * iters),
                       _exchange(ctx, partner, big, big2, iters), nbytes)
         sub = ctx.comms.group(level_groups(sizes, j)).comm  # uncounted: nothing perturbs the timing
-        colls = [{"collective": c.value, "time_s": _collective(ctx, sub, c, big, iters)} for c in COLLECTIVES]
+        colls = []
+        for c in COLLECTIVES:
+            step(f"level {j}: {c}")
+            colls.append({"collective": c.value, "time_s": _collective(ctx, sub, c, big, iters)})
         out.append({"level": j, "idle": idle, "loaded": loaded, "collectives": colls})
+    ctx.progress(total, total)
     return {"levels": out}
 
 

@@ -171,13 +171,14 @@ class ProgramRun:
 
 def run_programs(specs: Sequence[ProgramSpec], *, np: int, nbytes: int, repeats: int = 5,
                  dtype: str = "int64", seed: int = 0, timeout_s: float = 300.0,
-                 fault: dict | None = None) -> list[ProgramRun]:
+                 fault: dict | None = None, progress: Any = None) -> list[ProgramRun]:
     """Run every program in one ``mpiexec -n np`` job; one :class:`ProgramRun` per spec, in order.
 
     A rank that fails aborts the job and a job that outlives ``timeout_s`` is
     killed; both raise :class:`~meshplan.exec.runtime.launch.MpiRunError`.  ``fault``
     is the runtime's test hook (``{"rank": r, "kind": "raise"|"hang"|"corrupt"}``):
-    one rank fails, hangs while the others wait in MPI, or corrupts its input."""
+    one rank fails, hangs while the others wait in MPI, or corrupts its input.  ``progress(done, total,
+    name)`` is called as programs finish (:func:`~meshplan.exec.runtime.launch.run_job`)."""
     if not specs:
         return []
     if repeats < 1:
@@ -190,7 +191,7 @@ def run_programs(specs: Sequence[ProgramSpec], *, np: int, nbytes: int, repeats:
                              f"{s.program.num_devices} (one MPI rank per device)")
     job = {"dtype": dtype, "bytes": int(nbytes), "repeats": int(repeats), "seed": int(seed),
            "programs": [s.to_json() for s in specs], "fault": fault}
-    out = run_job(np, "meshplan.exec.reduction.rank_main", job, timeout_s=timeout_s)
+    out = run_job(np, "meshplan.exec.reduction.rank_main", job, timeout_s=timeout_s, progress=progress)
     runs = []
     for r in out["programs"]:
         runs.append(ProgramRun(

@@ -176,7 +176,11 @@ def handle(ctx: RankContext, job: dict) -> dict:
     """Run every program of the job on this rank; rank 0's result is ``{"ranks", "programs"}``."""
     nbytes, repeats = int(job["bytes"]), int(job.get("repeats", 5))
     data = _Data(int(job.get("seed", 0)), job.get("dtype", "int64"), ctx.corrupt)
-    results = [run_one(ctx, data, spec, nbytes, repeats) for spec in job["programs"]]
+    results = []
+    for i, spec in enumerate(job["programs"]):
+        ctx.progress(i, len(job["programs"]), spec["name"])
+        results.append(run_one(ctx, data, spec, nbytes, repeats))
+    ctx.progress(len(results), len(results))
     return {"ranks": ctx.size, "programs": results}
 
 

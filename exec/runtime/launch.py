@@ -122,26 +122,66 @@ def check_np(np: int) -> None:
 
 
 def run_job(np: int, module: str, job: Mapping[str, Any], *, timeout_s: float = 300.0,
-            env: Mapping[str, str] | None = None) -> Any:
+            env: Mapping[str, str] | None = None, progress: Any = None) -> Any:
     """Run ``python -m module JOBFILE`` on ``np`` ranks and return the JSON rank 0 printed.
 
     ``job`` is written as JSON to a file in a fresh temporary directory (read by
     the ranks with :func:`read_job`, or by :func:`~meshplan.exec.runtime.rank.rank_main`);
     the directory is removed however the call ends.  Raises :class:`ModelError`
     for a bad ``np`` and :class:`MpiRunError` when a rank fails, the job times
-    out or prints no JSON.
+    out or prints no JSON.  ``progress(done, total, what)``, when given, is called (from a
+    thread) with what rank 0 reports through :meth:`~meshplan.exec.runtime.rank.RankContext.progress`.
     """
     check_np(np)
     tmp = tempfile.mkdtemp(prefix=f"meshplan-{module.rsplit('.', 1)[-1]}-")
     try:
         path = os.path.join(tmp, "job.json")
         write_output(path, json.dumps(job), what="MPI job file", fsync=False)  # a private, fresh directory
-        return _parse_json(_run(np, ["-m", module, path], timeout_s=timeout_s, env=env, cwd=None))
+        if progress is not None:
+            env = {**(env or {}), PROGRESS_ENV: os.path.join(tmp, "progress")}
+        with _polling(env[PROGRESS_ENV] if progress is not None else None, progress):
+            return _parse_json(_run(np, ["-m", module, path], timeout_s=timeout_s, env=env, cwd=None))
     except _Interrupted as intr:
         shutil.rmtree(tmp, ignore_errors=True)  # now: the re-delivered signal may end the process
         intr.redeliver()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+#: environment variable naming the file rank 0 writes its progress to (``done total what``)
+PROGRESS_ENV = "MESHPLAN_PROGRESS_FILE"
+
+
+@contextlib.contextmanager
+def _polling(path: str | None, progress: Any) -> Iterator[None]:
+    """While the job runs, read rank 0's progress file four times a second and call ``progress``."""
+    if path is None:
+        yield
+        return
+    stop = threading.Event()
+    last = [""]
+
+    def read() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            with open(path) as fh:
+                text = fh.read()
+            if text and text != last[0]:
+                last[0] = text
+                done, total, what = (text.rstrip("\n").split(" ", 2) + [""])[:3]
+                progress(int(done), int(total), what)
+
+    def poll() -> None:
+        while not stop.wait(0.25):
+            read()
+
+    thread = threading.Thread(target=poll, name="meshplan-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=1)
+    read()  # the job's last report (done = total) once it ended normally
 
 
 def run_mpi(np: int, argv: Sequence[str], *, timeout_s: float = 120.0,

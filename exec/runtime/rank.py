@@ -29,6 +29,7 @@ that the checker checks).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from mpi4py import MPI
 
 from meshplan.exec.runtime.comms import ByteCounter, CountingComm, SubComms
 from meshplan.exec.runtime.guard import abort_on_error
-from meshplan.exec.runtime.launch import read_job
+from meshplan.exec.runtime.launch import PROGRESS_ENV, read_job
 
 __all__ = ["RankContext", "rank_main", "inject_fault", "FAULT_KINDS"]
 
@@ -63,6 +64,18 @@ class RankContext:
     comms: SubComms
     counter: ByteCounter
     corrupt: bool = False
+
+    def progress(self, done: int, total: int, what: str = "") -> None:
+        """On rank 0, report ``done`` of ``total`` items (``what``: the item under way) to the launcher's
+        ``progress`` callback (:func:`~meshplan.exec.runtime.launch.run_job`); a no-op elsewhere or when
+        nobody listens."""
+        path = os.environ.get(PROGRESS_ENV)
+        if self.rank != 0 or not path:
+            return
+        tmp = path + ".tmp"
+        with open(tmp, "w") as fh:
+            fh.write(f"{int(done)} {int(total)} {' '.join(str(what).split())}\n")
+        os.replace(tmp, path)  # the launcher never reads half a line
 
 
 def inject_fault(rank: int, fault: Mapping[str, Any] | None) -> bool:

@@ -56,7 +56,7 @@ def _thaw(obj: Any) -> Any:
 
 
 def calibrate(np: int, *, system: Any = None, bytes: Any = "1MiB", repeats: int = 5,
-              timeout: float = 300.0) -> Calibration:
+              timeout: float = 300.0, progress: Any = None) -> Calibration:
     """Measure on ``np`` MPI ranks (rank r = device r of ``system``, default :func:`default_shape`) with
     messages of ``bytes`` and ``repeats`` timed repetitions (median); interconnects given in ``system``
     are replaced by the measurements."""
@@ -72,5 +72,5 @@ def calibrate(np: int, *, system: Any = None, bytes: Any = "1MiB", repeats: int 
     if nbytes < 64:
         raise ModelError(f"--bytes must be at least 64, got {nbytes}")
     as_positive(repeats, "--repeats")
-    res = _calibrate(shape, nbytes=nbytes, iters=repeats, timeout_s=timeout)
+    res = _calibrate(shape, nbytes=nbytes, iters=repeats, timeout_s=timeout, progress=progress)
     return Calibration(res["system"], freeze(res["calibration"]))

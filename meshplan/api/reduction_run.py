@@ -13,10 +13,22 @@ from meshplan.api.inputs import as_bytes, as_positive, is_file
 from meshplan.api.results import Result, freeze, library_field
 from meshplan.models.core.errors import ModelError
 
-__all__ = ["ProgramRuns", "run_programs", "open_runnable", "steps_text", "DTYPES"]
+__all__ = ["ProgramRuns", "run_programs", "open_runnable", "steps_text", "bandwidths", "DTYPES"]
 
 #: element types of the MPI buffers (small integer values, so every check is exact)
 DTYPES = ("int64", "int32", "float64", "float32")
+
+
+def bandwidths(collective: Any, n: int, size_bytes: float, time_s: float | None) -> tuple[float | None, float | None]:
+    """``(algbw, busbw)`` in GB/s (10⁹ B/s) as nccl-tests defines them (doc/PERFORMANCE.md): algbw = S / t
+    for an operation of total size S bytes taking t seconds, busbw = algbw × the collective's bus factor for
+    ``n`` ranks (:meth:`~meshplan.models.core.collectives.Collective.bus_factor`); ``None`` without a time."""
+    from meshplan.models.core.collectives import Collective
+
+    if time_s is None or time_s <= 0:
+        return None, None
+    alg = size_bytes / time_s / 1e9
+    return alg, alg * Collective.parse(collective).bus_factor(n)
 
 
 def steps_text(lowered) -> str:
@@ -95,12 +107,18 @@ def _sim(system, lowered, nbytes: int, k: int, algo: str):
 def run_programs(schedule: Any, *, placement: Any = None, program: Any = None, system: Any = None,
                  axes: Any = None, reduce: Any = None, matrix: Any = None, np: int | None = None,
                  bytes: Any = "1MiB", repeats: int = 5, dtype: str = "int64",
-                 timeout: float = 600.0) -> ProgramRuns:
+                 timeout: float = 600.0, progress: Any = None) -> ProgramRuns:
     """Run reduction programs on ``np`` MPI ranks (one per device), each on random integer-valued data
     split into k chunks (k = reduction-group size), verify every rank's result against numpy, and time
     them (min and median over ``repeats`` runs, slowest rank) — docs/run.md.  ``schedule`` and the
     placement flags as in :func:`open_runnable`; ``placement``/``program`` select indices (default all).
-    A failed verification is a result (``failed`` > 0), not an error."""
+    A failed verification is a result (``failed`` > 0), not an error.  ``progress(done, total, name)`` is
+    called as programs finish.
+
+    Bandwidths (docs/run.md): a program is an AllReduce over its reduction groups of k ranks, so its
+    ``algbw_GBps`` is ``buffer_bytes`` / median time and ``busbw_GBps`` that × 2(k−1)/k; a step's size S
+    is the largest buffer a rank handed to MPI in it (× n for an AllGather, whose S is the gathered
+    size) and n its group size."""
     from meshplan.exec.reduction.driver import ProgramSpec, model_handed_bytes
     from meshplan.exec.reduction.driver import run_programs as _run
     from meshplan.models.reduction.checker import replay
@@ -119,7 +137,7 @@ def run_programs(schedule: Any, *, placement: Any = None, program: Any = None, s
     if not chosen:
         raise ModelError("no program selected")
     specs = [ProgramSpec(f"{pl.id}.{pr.id}", pr.lowered, pl.reduction_groups) for pl, pr in chosen]
-    runs = _run(specs, np=np_, nbytes=nbytes, repeats=repeats, dtype=dtype, timeout_s=timeout)
+    runs = _run(specs, np=np_, nbytes=nbytes, repeats=repeats, dtype=dtype, timeout_s=timeout, progress=progress)
     rows = []
     for (pl, pr), r in zip(chosen, runs):
         k = len(pl.reduction_groups[0])
@@ -127,12 +145,14 @@ def run_programs(schedule: Any, *, placement: Any = None, program: Any = None, s
         model = model_handed_bytes(pr.lowered, k, r.chunk_bytes)
         verdict = replay(pr.lowered, pl.reduction_groups)
         sim_bytes = [round(b) for b in sim.bytes_sent] if sim else None
+        algbw, busbw = bandwidths("AllReduce", k, r.buffer_bytes, r.time_median_s)
         rows.append({
             "placement": pl.id, "program": pr.id, "text": pr.text or steps_text(pr.lowered),
             "verified": r.verified, "executable": r.executable, "reason": r.reason,
             "checker": "valid" if verdict.valid else verdict.reason(),
             "time_s": r.time_median_s, "time_min_s": r.time_min_s,
             "sim_time_s": sim.time_s if sim else None,
+            "algbw_GBps": algbw, "busbw_GBps": busbw,
             "bytes_per_rank": list(r.bytes_per_rank),
             "sim_bytes_per_rank": sim_bytes,
             "model_bytes_per_rank": [sum(s[d] for s in model) for d in range(n)] if model is not None else None,
@@ -143,6 +163,7 @@ def run_programs(schedule: Any, *, placement: Any = None, program: Any = None, s
                        "time_min_s": r.step_min_s[i] if r.step_min_s else None,
                        "bytes_per_rank": list(r.bytes_per_step[i]) if r.bytes_per_step else None,
                        "sim_time_s": sim.steps[i].time_s if sim else None,
+                       **_step_bw(st, r, i),
                        "sim_bytes_per_rank": [round(b) for b in sim.steps[i].bytes_sent] if sim else None}
                       for i, st in enumerate(pr.lowered.steps)],
         })
@@ -150,3 +171,15 @@ def run_programs(schedule: Any, *, placement: Any = None, program: Any = None, s
     name = str(schedule) if isinstance(schedule, Path) or (isinstance(schedule, str) and is_file(schedule)) else None
     return ProgramRuns(name, sched.system.short(), np_, nbytes, runs[0].buffer_bytes, dtype, repeats,
                        len(rows) - failed, failed, freeze(rows), tuple(runs), sched)
+
+
+def _step_bw(st, run, i: int) -> dict[str, float | None]:
+    """A step's nccl-tests bandwidths (see :func:`run_programs`)."""
+    from meshplan.models.core.collectives import Collective
+
+    if not run.bytes_per_step or not run.step_median_s:
+        return {"algbw_GBps": None, "busbw_GBps": None}
+    n = max(len(g) for g in st.groups)
+    size = max(run.bytes_per_step[i]) * (n if Collective.parse(st.collective).gathers else 1)
+    alg, bus = bandwidths(st.collective, n, size, run.step_median_s[i])
+    return {"algbw_GBps": alg, "busbw_GBps": bus}

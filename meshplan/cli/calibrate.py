@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from meshplan.cli.common import add_common_flags, add_np_flag, add_repeats_flag, console, print_json, status
+from meshplan.cli.common import add_common_flags, add_np_flag, add_repeats_flag, console, print_json, progress
 from meshplan.models.core.units import format_bytes, format_seconds
 
 __all__ = ["register", "run"]
@@ -46,8 +46,9 @@ def run(args) -> int:
 
     if args.output:
         check_output_path(args.output, what="-o file")  # before the measurements: a bad path costs nothing
-    with status(not args.json, f"measuring on {args.np} MPI ranks"):
-        res = calibrate(args.np, system=args.system, bytes=args.bytes, repeats=args.repeats, timeout=args.timeout)
+    with progress(not args.json, f"measuring on {args.np} MPI ranks", "measurement") as update:
+        res = calibrate(args.np, system=args.system, bytes=args.bytes, repeats=args.repeats, timeout=args.timeout,
+                        progress=update)
     if args.output:
         res.save(args.output)
     doc = res.to_json()

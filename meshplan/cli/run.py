@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from meshplan.cli.common import (add_common_flags, add_dtype_flag, add_np_flag, add_repeats_flag,
-                                 add_selection_flags, console, print_json, status)
+                                 add_selection_flags, console, print_json, progress, status)
 from meshplan.models.core.units import format_bytes, format_seconds
 
 __all__ = ["register", "run", "status", "DTYPES"]
@@ -59,10 +59,10 @@ def run(args) -> int:
     """``meshplan run``: :func:`meshplan.api.reduction_run.run_programs`, then a table or JSON."""
     from meshplan.api.reduction_run import run_programs
 
-    with status(not args.json, "running the programs on MPI ranks"):
+    with progress(not args.json, "running on MPI", "program") as update:
         res = run_programs(args.schedule, placement=args.placement, program=args.program, system=args.system,
                            axes=args.axes, reduce=args.reduce, matrix=args.matrix, np=args.np, bytes=args.bytes,
-                           repeats=args.repeats, dtype=args.dtype, timeout=args.timeout)
+                           repeats=args.repeats, dtype=args.dtype, timeout=args.timeout, progress=update)
     if args.json:
         print_json(res.to_json())
     else:
@@ -72,24 +72,37 @@ def run(args) -> int:
 
 def _table(res) -> None:
     from rich.markup import escape
-    from rich.table import Table
+
+    from meshplan.cli.render import Column, print_table, program_lines
 
     con = console()
     sched = res.schedule_value
     con.print(f"[bold]{sched.system}[/bold] on {res.np} MPI ranks, {format_bytes(res.buffer_bytes)} {res.dtype} "
               f"per rank, {res.repeat} timed run{'s' if res.repeat != 1 else ''} per program (slowest rank)")
-    t = Table()
-    for col in ("pl", "#", "program", "verified", "median", "min", "steps (median)", "→MPI B/rank", "sim B/rank"):
-        t.add_column(col, justify="left" if col in ("program", "verified", "steps (median)") else "right")
+    columns = (
+        Column("pl", explain="placement index in the schedule"),
+        Column("#", explain="program index inside the placement (0 = the simulator's fastest)"),
+        Column("program", "left", whole=False, explain="one collective per line (AR, RS, AG, R, B; docs/solve.md)"),
+        Column("verified", "left", explain="every rank's result equals the numpy sum over its reduction group"),
+        Column("median", explain="program time, median over the timed runs (slowest rank)"),
+        Column("min", explain="the fastest timed run"),
+        Column("algbw", explain="bytes per rank / median time (nccl-tests' algorithm bandwidth, GB/s)"),
+        Column("busbw", explain="algbw × 2(k−1)/k, k = reduction-group size: the bus bandwidth of an AllReduce "
+                                "over the same groups (nccl-tests doc/PERFORMANCE.md; docs/run.md)"),
+        Column("steps (median)", "left", whole=False, explain="each step's median time"),
+        Column("→MPI B/rank", explain="most bytes a rank handed to MPI"),
+        Column("sim B/rank", explain="most bytes a device sends on the wire in the simulator"))
+    rows = []
     for x in res.programs:
         ok = "[green]yes[/green]" if x["verified"] else ("[red]no[/red]" if x["executable"] else "[red]not run[/red]")
         med, mn = x["time_s"], x["time_min_s"]
         steps = " ".join(format_seconds(s["time_s"]) for s in x["steps"] if s["time_s"] is not None)
         sb = x["sim_bytes_per_rank"]
-        t.add_row(str(x["placement"]), str(x["program"]), escape(_short(x["text"])), ok,
-                  format_seconds(med) if med is not None else "-", format_seconds(mn) if mn is not None else "-",
-                  steps, format_bytes(max(x["bytes_per_rank"])), format_bytes(max(sb)) if sb else "-")
-    con.print(t)
+        rows.append((str(x["placement"]), str(x["program"]), escape(program_lines(x["text"])), ok,
+                     format_seconds(med) if med is not None else "-", format_seconds(mn) if mn is not None else "-",
+                     _gbps(x.get("algbw_GBps")), _gbps(x.get("busbw_GBps")), steps or "-",
+                     format_bytes(max(x["bytes_per_rank"])), format_bytes(max(sb)) if sb else "-"))
+    print_table(con, columns, rows)
     failed = [x for x in res.programs if not x["verified"]]
     for x in failed:
         con.print(f"[red]placement {x['placement']} program {x['program']}[/red]: "
@@ -98,22 +111,5 @@ def _table(res) -> None:
               + ("" if not failed else f", {len(failed)} failed"))
 
 
-def _short(text: str, width: int = 56) -> str:
-    """A program's text with collectives abbreviated (AR, RS, AG, R, B) and cut to ``width``."""
-    from meshplan.models.core.collectives import Collective
-    from meshplan.models.core.errors import ModelError
-
-    parts = []
-    for ins in text.split(";"):
-        w = ins.split()
-        if len(w) == 3 and w[1].startswith("slice=") and w[2].startswith("form="):
-            form = w[2][5:]
-            try:
-                name = Collective.parse(w[0]).short
-            except ModelError:
-                name = w[0]
-            parts.append(f"{name}({w[1][6:]}{'' if form == 'InsideGroup' else ',' + form})")
-        else:
-            parts.append(ins.strip())
-    s = " ; ".join(parts)
-    return s if len(s) <= width else s[: width - 1] + "…"
+def _gbps(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g} GB/s"

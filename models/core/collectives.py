@@ -99,6 +99,18 @@ class Collective(str, enum.Enum):
         """The mpi4py communicator method that runs it (``Allreduce``, ``Reduce_scatter_block`` …)."""
         return _MPI[self]
 
+    def bus_factor(self, n: int) -> float:
+        """nccl-tests' bus-bandwidth factor for a group of ``n`` ranks (busbw = algbw × factor, with
+        algbw = S / t and S the operation's total size; nccl-tests doc/PERFORMANCE.md): AllReduce
+        2(n−1)/n, ReduceScatter and AllGather (n−1)/n, Reduce and Broadcast 1."""
+        if n < 1:
+            raise ModelError(f"a group has at least one rank, got {n}")
+        if self is Collective.ALL_REDUCE:
+            return 2 * (n - 1) / n
+        if self in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
+            return (n - 1) / n
+        return 1.0
+
     @classmethod
     def parse(cls, text: "str | Collective") -> "Collective":
         """The collective named ``text`` (its name, e.g. ``AllReduce``, or abbreviation, e.g. ``AR``;
