@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from meshplan.api.inputs import as_params, is_file
+from meshplan.api.inputs import as_params, as_seconds, is_file
 from meshplan.api.results import Result, freeze, library_field
 from meshplan.models.core.errors import ModelError
 
-__all__ = ["BoundReport", "analyze_bound", "analyze_bounds", "integer_tiles", "load_programs", "report_json"]
+__all__ = ["BoundReport", "analyze_bound", "analyze_bounds", "integer_tiles", "load_programs", "report_json",
+           "schedule_json"]
 
 
 def load_programs(source: Any, *, function: str | None = None) -> list:
@@ -127,6 +128,27 @@ def report_json(res, values: dict[str, int], *, tiles: bool = True, time_limit_s
     return out
 
 
+def schedule_json(program, doc: dict, values: dict[str, int]) -> dict:
+    """``meshplan bound --schedule``: replay the dominant subgraph's integer tiles (or its continuous tiles
+    at S, rounded; the plain loop order when there are none) through an LRU fast memory of ``S`` words
+    (:mod:`meshplan.models.soap.replay`) and compare with the bound ``doc`` reports at these sizes."""
+    from meshplan.models.soap.replay import schedule_report
+
+    missing = [p for p in program.params if p not in values] + ([] if "S" in values else ["S"])
+    if missing:
+        raise ModelError(f"--schedule replays concrete sizes: give {', '.join(missing)} in --params "
+                         "(small ones, e.g. N=64,S=1024)")
+    v = doc["values"]
+    lower = max(v["bound"], v["bound_numeric"])
+    dom = [sg for sg in doc["subgraphs"] if tuple(sg["arrays"]) == tuple(doc["dominant_subgraph"])]
+    classes = dict(dom[0]["tile_variables"]) if dom else {}
+    it = doc.get("integer_tiles")
+    tile = dict(it["integer"]) if it and it.get("integer") else None
+    if tile is None and dom and dom[0].get("tiles_value"):
+        tile = {c: max(1, round(x)) for c, x in dom[0]["tiles_value"].items() if math.isfinite(x)}
+    return schedule_report(program, values, lower, classes, tile)
+
+
 @dataclass(frozen=True, slots=True)
 class BoundReport(Result):
     """The I/O lower bound of one loop program (docs/bound.md, JSON): symbolic ``bound``,
@@ -151,21 +173,25 @@ class BoundReport(Result):
     seconds: float
     values: Mapping | None
     integer_tiles: Mapping | None
+    schedule: Mapping | None = None
     analysis: Any = library_field()
 
 
 def analyze_bounds(source: Any, *, function: str | None = None, params: Any = None, strict: bool = False,
-                   tiles: bool = True, time_limit_s: float = 3.0) -> tuple[BoundReport, ...]:
+                   tiles: bool = True, time_limit_s: float = 3.0,
+                   schedule: bool = False) -> tuple[BoundReport, ...]:
     """One :class:`BoundReport` per loop program of ``source`` (see :func:`load_programs`): the bound
     Q ≥ |V|(X0−S)/χ(X0) per statement and fused subgraph (thesis §5.3–5.5).  ``params``: sizes, fast
     memory ``S`` and processors ``p`` (``"N=4096,S=65536,p=16"`` or a dict) to evaluate the bound and, unless
     ``tiles=False``, compute integer tiles with CP-SAT (``time_limit_s`` per model).  ``strict`` rejects
-    programs that need a projection of §5.5."""
+    programs that need a projection of §5.5.  ``schedule`` adds the exact I/O of the tool's own tiled
+    schedule (LRU replay, :func:`schedule_json`; needs every size and ``S``, at sizes that make it cheap)."""
     from meshplan.models.soap.access import SoapViolation
     from meshplan.solvers.soap.bound import analyze
 
     programs = load_programs(source, function=function)
     values = as_params(params)
+    time_limit_s = as_seconds(time_limit_s, "--time-limit")
     known = {p for prog in programs for p in prog.params} | {"S", "p"}
     unknown = sorted(set(values) - known)
     if unknown:
@@ -186,16 +212,18 @@ def analyze_bounds(source: Any, *, function: str | None = None, params: Any = No
                 raise SoapViolation(bad[0].message + " (--strict forbids projections)",
                                     condition=bad[0].condition, statement=bad[0].statement)
         doc = report_json(res, values, tiles=tiles, time_limit_s=time_limit_s)
+        if schedule:
+            doc["schedule"] = schedule_json(res.program, doc, values)
         reports.append(BoundReport(**{k: freeze(v) for k, v in doc.items()}, analysis=res))
     return tuple(reports)
 
 
 def analyze_bound(source: Any, *, function: str | None = None, params: Any = None, strict: bool = False,
-                  tiles: bool = True, time_limit_s: float = 3.0) -> BoundReport:
+                  tiles: bool = True, time_limit_s: float = 3.0, schedule: bool = False) -> BoundReport:
     """The :class:`BoundReport` of one loop program (an einsum such as ``"ij,jk->ik"``, a ``Program``, or a
     file/source with one function or ``function=`` naming one); arguments as in :func:`analyze_bounds`."""
     reports = analyze_bounds(source, function=function, params=params, strict=strict, tiles=tiles,
-                             time_limit_s=time_limit_s)
+                             time_limit_s=time_limit_s, schedule=schedule)
     if len(reports) != 1:
         names = ", ".join(r.program for r in reports)
         raise ModelError(f"the source holds {len(reports)} programs ({names}); pass function= to pick one, "

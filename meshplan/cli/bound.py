@@ -2,13 +2,14 @@
 
     meshplan bound FILE.py [--function NAME] [--params N=4096,S=65536,p=16] [--json]
     meshplan bound --einsum 'ij,jk->ik' [--params N_i=1024,N_j=1024,N_k=1024,S=4096]
+    meshplan bound FILE.py --params N=64,S=1024 --schedule     # + attained I/O of the tool's schedule
 
 See docs/bound.md for the output and the JSON format.
 """
 
 from __future__ import annotations
 
-from meshplan.cli.common import add_common_flags, console, print_json
+from meshplan.cli.common import add_common_flags, console, print_json, seconds
 
 __all__ = ["register", "run"]
 
@@ -27,7 +28,10 @@ def register(subparsers) -> None:
     p.add_argument("--strict", action="store_true",
                    help="reject programs that need a projection of section 5.5 instead of projecting them")
     p.add_argument("--no-tiles", action="store_true", help="skip the CP-SAT integer tiles")
-    p.add_argument("--time-limit", type=float, default=3.0, help="CP-SAT time limit per tile model (s)")
+    p.add_argument("--time-limit", type=seconds, default=3.0, help="CP-SAT time limit per tile model (s)")
+    p.add_argument("--schedule", action="store_true",
+                   help="also count the I/O of the tool's tiled schedule by an LRU replay of S words at the "
+                        "--params sizes (keep them small) and print bound, attained I/O and their ratio")
     add_common_flags(p)
     p.set_defaults(func=run)
 
@@ -48,7 +52,7 @@ def run(args) -> int:
     else:
         source = args.file
     reports = analyze_bounds(source, function=args.function, params=args.params, strict=args.strict,
-                             tiles=not args.no_tiles, time_limit_s=args.time_limit)
+                             tiles=not args.no_tiles, time_limit_s=args.time_limit, schedule=args.schedule)
     if args.json:
         print_json(reports[0].to_json() if len(reports) == 1 else {"programs": [r.to_json() for r in reports]})
     else:
@@ -92,6 +96,15 @@ def _print(rep: dict) -> None:
                   f"rounded {_fmt(it['rounded'])} (work {it['rounded_work']}); "
                   f"CP-SAT {it['status']} {_fmt(it['integer'])} (work {it['integer_work']}"
                   + (f", gap {it['gap']:.4f})" if it["gap"] else ")"))
+    sc = rep.get("schedule")
+    if sc:
+        tiles = _fmt(sc["tiles"]) if sc["tiled"] else "none"
+        ratio = f"{sc['ratio']:.3f}" if sc["ratio"] is not None else "-"
+        con.print(f"  schedule  {sc['schedule']} (tiles {tiles}) at {_fmt(sc['sizes'])}, S={sc['S']}: "
+                  f"attained Q = {sc['total']} ({sc['loads']} loads + {sc['stores']} stores, LRU replay); "
+                  f"lower bound {sc['lower_bound']:.6g}; ratio {ratio}; loop order Q = {sc['loop_order']['total']}")
+        for n in sc["notes"]:
+            con.print(f"  schedule note: {n}")
     for n in rep["notes"]:
         con.print(f"  note: {n}")
     con.print("")

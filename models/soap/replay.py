@@ -1,0 +1,530 @@
+"""Exact I/O of a concrete schedule: an LRU fast-memory replay of a loop program (beyond thesis ch. 5).
+
+The SOAP bound (thesis section 5.2, eq. 5.9) says no schedule moves fewer words between a fast memory
+of ``S`` words and slow memory.  This module counts what one schedule actually moves, so the two can be
+put side by side (docs/bound.md, "tightness certificate"):
+
+* :func:`build_trace` enumerates every statement instance of a :class:`Program` at concrete sizes
+  (vectorized with numpy: each loop level repeats the rows of the enclosing levels) and numbers every
+  array element it touches;
+* an *order* is a permutation of the instances: :func:`loop_order` is the program's own order
+  (lexicographic in the "2d+1" key of the loop tree), :func:`tiled_order` hoists tile loops over
+  ``⌊v/T⌋`` of the tiled loop variables above that order (a statement lacking a tiled variable runs in
+  the tile before or after the loop that carries it, by its textual position — loop fusion);
+* :func:`legal` checks an order against the program order exactly: every read sees the value of the
+  same writing instance and every element's last writer is the same (so the schedule computes the same
+  values — dependences, anti- and output dependences alike);
+* :func:`lru_io` replays the access stream (per instance: its reads, then its write) through an LRU
+  memory of ``S`` words with write-back: a read of an absent element is a load, a written element is
+  dirty and costs a store when evicted or, at the end, when still dirty.  A write of an absent element
+  (``A[i] = …``) allocates it without a load.
+
+Loop directions: the frontend normalizes ``range(hi, lo, -1)`` to an ascending loop (the SOAP bound does
+not depend on the order); the replay executes the model, i.e. ascending.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy as sp
+
+from meshplan.models.core.errors import ModelError
+from meshplan.models.loops.program import Program
+
+__all__ = ["Trace", "IoCount", "Candidate", "ScheduleIo", "best_schedule", "build_trace", "loop_order", "tiled_order", "legal", "stream", "lru_io",
+           "replay_order", "schedule_report", "DEFAULT_LIMIT"]
+
+#: the largest number of statement instances :func:`build_trace` enumerates by default
+DEFAULT_LIMIT = 4_000_000
+_BIG = 1 << 40
+
+
+@dataclass(frozen=True, slots=True)
+class IoCount:
+    """Loads and stores of one order through an LRU memory of ``memory`` words."""
+
+    loads: int
+    stores: int
+    accesses: int
+    memory: int
+
+    @property
+    def total(self) -> int:
+        """Loads plus stores: the I/O of the schedule in the red–blue pebble game's units (words)."""
+        return self.loads + self.stores
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """Every statement instance of a program at concrete sizes.
+
+    ``stmt[n]`` is the statement index of instance ``n`` (instances are numbered in program order);
+    ``vars[name]`` the value of each loop variable (``-1`` where the statement has no such loop);
+    ``elems[n, a]`` the element id of access ``a`` of instance ``n`` (``-1`` past the statement's
+    accesses) and ``is_write[n, a]`` whether it is the statement's write (last of its accesses).
+    ``elements`` is the number of element ids (every array's bounding box, linearized)."""
+
+    program: Program
+    stmt: np.ndarray
+    vars: dict
+    elems: np.ndarray
+    is_write: np.ndarray
+    elements: int
+    key: np.ndarray          # the 2d+1 program-order key, one row per instance
+    cache: dict = field(default_factory=dict)   # the program order's producers (for :func:`legal`)
+
+    @property
+    def instances(self) -> int:
+        """The number of statement instances |V|."""
+        return int(self.stmt.shape[0])
+
+
+def _numeric(expr: sp.Expr, env: dict[str, np.ndarray | int], n: int) -> np.ndarray:
+    """``expr`` evaluated element-wise (integer result; floor division and min/max as Python's)."""
+    expr = sp.sympify(expr)
+    names = sorted(str(s) for s in expr.free_symbols)
+    missing = [x for x in names if x not in env]
+    if missing:
+        raise ModelError(f"give a value for {missing[0]} in --params to replay the schedule")
+    if not names:
+        return np.full(n, int(expr), dtype=np.int64)
+    f = sp.lambdify([sp.Symbol(x, integer=True) for x in names], expr, modules="numpy")
+    val = np.asarray(f(*[env[x] for x in names]), dtype=np.float64)
+    out = np.floor(val + 1e-9).astype(np.int64)
+    return np.broadcast_to(out, (n,)).copy() if out.ndim == 0 else out
+
+
+def _tree_positions(program: Program) -> list[list[int]]:
+    """For every statement, its position among its parent's children at each depth (the β of 2d+1)."""
+    children: dict[tuple, list] = {}
+    out = []
+    for st in program.statements:
+        pos = []
+        for d in range(len(st.loops) + 1):
+            parent = tuple(lp.var for lp in st.loops[:d])
+            node = st.loops[d].var if d < len(st.loops) else ("stmt", st.name)
+            kids = children.setdefault(parent, [])
+            if node not in kids:
+                kids.append(node)
+            pos.append(kids.index(node))
+        out.append(pos)
+    return out
+
+
+def build_trace(program: Program, values: dict[str, int], *, limit: int = DEFAULT_LIMIT) -> Trace:
+    """Enumerate the instances and accesses of ``program`` at the sizes of ``values`` (see :class:`Trace`);
+    more than ``limit`` instances is a :class:`ModelError` naming smaller sizes as the remedy."""
+    params = {k: int(v) for k, v in values.items() if k not in ("S", "p")}
+    betas = _tree_positions(program)
+    depth = max(len(st.loops) for st in program.statements)
+    per_stmt = []
+    total = 0
+    for si, st in enumerate(program.statements):
+        env: dict = dict(params)
+        n = 1
+        cols: dict[str, np.ndarray] = {}
+        for lp in st.loops:
+            lo = _numeric(lp.lower, {**env, **cols}, n)
+            hi = _numeric(lp.upper, {**env, **cols}, n)
+            cnt = np.maximum(0, -(-(hi - lo) // lp.step))
+            m = int(cnt.sum())
+            total_here = total + m
+            if total_here > limit * 4:
+                raise ModelError(f"replaying {program.name} at these sizes needs more than {limit} statement "
+                                 "instances; give smaller sizes in --params (e.g. N=64, S=1024)")
+            rep = np.repeat(np.arange(n), cnt)
+            start = np.repeat(np.cumsum(cnt) - cnt, cnt)
+            cols = {k: c[rep] for k, c in cols.items()}
+            cols[lp.var] = lo[rep] + lp.step * (np.arange(m) - start)
+            n = m
+        total += n
+        if total > limit:
+            raise ModelError(f"replaying {program.name} at these sizes needs {total}+ statement instances "
+                             f"(limit {limit}); give smaller sizes in --params (e.g. N=64, S=1024)")
+        key = np.zeros((n, 2 * depth + 1), dtype=np.int64)
+        for d, lp in enumerate(st.loops):
+            key[:, 2 * d] = betas[si][d]
+            key[:, 2 * d + 1] = cols[lp.var]
+        key[:, 2 * len(st.loops)] = betas[si][-1]
+        per_stmt.append((st, n, cols, key))
+    # accesses: distinct reads in order, then the write
+    boxes: dict[str, list] = {}
+    evaluated = []
+    for st, n, cols, _ in per_stmt:
+        env = {**params, **cols}
+        reads = []
+        for a in st.inputs:
+            if a not in reads:
+                reads.append(a)
+        accs = []
+        for a in [*reads, st.output]:
+            idx = [_numeric(e, env, n) for e in a.index]
+            accs.append((a.array, idx))
+            if n:
+                box = boxes.setdefault(a.array, [[int(i.min()), int(i.max())] for i in idx])
+                for b, i in zip(box, idx):
+                    b[0], b[1] = min(b[0], int(i.min())), max(b[1], int(i.max()))
+        evaluated.append(accs)
+    offset, base = {}, 0
+    for arr, box in boxes.items():
+        offset[arr] = base
+        base += int(np.prod([hi - lo + 1 for lo, hi in box], dtype=np.int64)) if box else 1
+    width = max(len(accs) for accs in evaluated)
+    elems = np.full((total, width), -1, dtype=np.int64)
+    is_write = np.zeros((total, width), dtype=bool)
+    stmt = np.empty(total, dtype=np.int64)
+    keys = np.empty((total, 2 * depth + 1), dtype=np.int64)
+    allvars = sorted({lp.var for st in program.statements for lp in st.loops})
+    varcols = {v: np.full(total, -1, dtype=np.int64) for v in allvars}
+    row = 0
+    for si, ((st, n, cols, key), accs) in enumerate(zip(per_stmt, evaluated)):
+        sl = slice(row, row + n)
+        stmt[sl] = si
+        keys[sl] = key
+        for v, c in cols.items():
+            varcols[v][sl] = c
+        for a, (arr, idx) in enumerate(accs):
+            if n == 0:
+                continue
+            lin = np.zeros(n, dtype=np.int64)
+            for (lo, hi), i in zip(boxes[arr], idx):
+                lin = lin * (hi - lo + 1) + (i - lo)
+            elems[sl, a] = offset[arr] + lin
+        is_write[sl, len(accs) - 1] = True
+        row += n
+    order = np.lexsort(keys.T[::-1])   # number the instances in program order
+    return Trace(program, stmt[order], {v: c[order] for v, c in varcols.items()}, elems[order],
+                 is_write[order], base, keys[order])
+
+
+def loop_order(trace: Trace) -> np.ndarray:
+    """The program's own order (instances are numbered in it)."""
+    return np.arange(trace.instances)
+
+
+def _relative(program: Program, si: int, members: set[str]) -> int:
+    """Where statement ``si`` (lacking every loop of a tile class) runs relative to that class's tiles:
+    -1 before the first tile when it precedes the nearest statement that has one, else after the last."""
+    sts = program.statements
+    me = [lp.var for lp in sts[si].loops]
+    best, arg = -1, None
+    for j, st in enumerate(sts):
+        if not members & {lp.var for lp in st.loops}:
+            continue
+        common = 0
+        for a, b in zip(me, [lp.var for lp in st.loops]):
+            if a != b:
+                break
+            common += 1
+        if common > best or (common == best and abs(j - si) < abs(arg - si)):
+            best, arg = common, j
+    if arg is None:
+        return -1
+    return -1 if si < arg else _BIG
+
+
+def tiled_order(trace: Trace, tiles: list[tuple[tuple[str, ...], int]],
+                skew: dict[str, tuple[str, int]] | None = None) -> np.ndarray:
+    """The order with tile loops ``⌊(v − min v)/T⌋`` hoisted above the program order, for ``tiles`` =
+    ``[(loop variables of one tile class, T), …]`` outermost first.  ``skew`` maps a loop variable to
+    ``(time variable, factor)``: that variable's tile coordinate uses ``v + factor·t + statement index``
+    (parallelogram tiles for stencils)."""
+    prog = trace.program
+    cols = []
+    for members, size in tiles:
+        size = max(1, int(size))
+        coord = np.empty(trace.instances, dtype=np.int64)
+        for si, st in enumerate(prog.statements):
+            sel = trace.stmt == si
+            mine = [lp.var for lp in st.loops if lp.var in members]
+            if not mine:
+                coord[sel] = _relative(prog, si, set(members))
+                continue
+            v = trace.vars[mine[0]][sel]
+            if skew and mine[0] in skew:
+                tv, f = skew[mine[0]]
+                v = v + f * np.maximum(trace.vars[tv][sel], 0) + si
+            coord[sel] = v
+        real = coord[(coord != -1) & (coord != _BIG)]
+        lo = int(real.min()) if real.size else 0
+        inside = (coord != -1) & (coord != _BIG)
+        coord[inside] = (coord[inside] - lo) // size
+        cols.append(coord)
+    if not cols:
+        return loop_order(trace)
+    keys = [np.arange(trace.instances)] + cols[::-1]
+    return np.lexsort(keys)
+
+
+def stream(trace: Trace, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The access stream of ``order``: element ids, write flags and the instance of each access."""
+    el = trace.elems[order].ravel()
+    wr = trace.is_write[order].ravel()
+    inst = np.repeat(order, trace.elems.shape[1])
+    keep = el >= 0
+    return el[keep], wr[keep], inst[keep]
+
+
+def _producers(el: np.ndarray, wr: np.ndarray, inst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per access: the instance of the last earlier write to its element (-1: the initial value), and
+    per element its last writer (-1: never written)."""
+    n = el.shape[0]
+    srt = np.lexsort((np.arange(n), el))
+    e_s, w_s = el[srt], wr[srt]
+    start = np.r_[True, e_s[1:] != e_s[:-1]]
+    gstart = np.maximum.accumulate(np.where(start, np.arange(n), 0))
+    pos = np.arange(n)
+    # last write strictly before each access (a write's own position is excluded by shifting one)
+    mark = np.where(w_s, pos, gstart - 1)
+    prev = np.r_[-1, np.maximum.accumulate(mark)[:-1]]
+    prev = np.maximum(prev, gstart - 1)
+    prod_s = np.where(prev >= gstart, inst[srt][np.clip(prev, 0, None)], -1)
+    producer = np.empty(n, dtype=np.int64)
+    producer[srt] = prod_s
+    last = np.r_[e_s[1:] != e_s[:-1], True]
+    final_all = np.maximum.accumulate(mark)[last]
+    gs_last = gstart[last]
+    final = np.where(final_all >= gs_last, inst[srt][np.clip(final_all, 0, None)], -1)
+    return producer, final
+
+
+def legal(trace: Trace, order: np.ndarray) -> bool:
+    """Whether ``order`` computes what the program computes: every read sees the same writing instance
+    and every element ends with the same last writer as in program order."""
+    if "program" not in trace.cache:
+        trace.cache["program"] = _by_access(trace, loop_order(trace))
+    a0, f0 = trace.cache["program"]
+    a1, f1 = _by_access(trace, order)
+    return bool(np.array_equal(f0, f1) and np.array_equal(a0, a1))
+
+
+def _by_access(trace: Trace, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Producers of every access, indexed by (instance, slot), and every element's last writer."""
+    el, wr, inst = stream(trace, order)
+    prod, final = _producers(el, wr, inst)
+    slot = inst * trace.elems.shape[1] + _slots(trace, order)
+    return prod[np.argsort(slot)], final
+
+
+def _slots(trace: Trace, order: np.ndarray) -> np.ndarray:
+    w = trace.elems.shape[1]
+    s = np.tile(np.arange(w), order.shape[0])
+    return s[trace.elems[order].ravel() >= 0]
+
+
+def lru_io(elements: np.ndarray, writes: np.ndarray, memory: int) -> IoCount:
+    """Loads and stores of the access stream through an LRU memory of ``memory`` words (write-back;
+    dirty words are stored when evicted and at the end)."""
+    if memory < 1:
+        raise ModelError(f"fast memory S must be at least 1 word, got {memory}")
+    n = int(elements.shape[0])
+    if n == 0:
+        return IoCount(0, 0, 0, memory)
+    # consecutive accesses of one element: one access (first decides the load, any write dirties)
+    start = np.r_[True, elements[1:] != elements[:-1]]
+    gid = np.cumsum(start) - 1
+    dirty = np.zeros(int(gid[-1]) + 1, dtype=bool)
+    np.logical_or.at(dirty, gid, writes)
+    first_read = ~writes[start]
+    cache: OrderedDict = OrderedDict()
+    move = cache.move_to_end
+    pop = cache.popitem
+    loads = stores = 0
+    for e, rd, dt in zip(elements[start].tolist(), first_read.tolist(), dirty.tolist()):
+        if e in cache:
+            move(e)
+            if dt:
+                cache[e] = True
+            continue
+        if rd:
+            loads += 1
+        cache[e] = dt
+        if len(cache) > memory:
+            if pop(last=False)[1]:
+                stores += 1
+    stores += sum(cache.values())
+    return IoCount(loads, stores, n, memory)
+
+
+def replay_order(trace: Trace, order: np.ndarray, memory: int) -> IoCount:
+    """:func:`lru_io` of ``order``'s access stream."""
+    el, wr, _ = stream(trace, order)
+    return lru_io(el, wr, memory)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One schedule tried by :func:`best_schedule`: its tile loops ``(class, size)`` outermost first
+    (empty: the program's loop order), the skew used, whether it is legal, and its I/O when it is."""
+
+    label: str
+    tiles: tuple
+    skew: tuple
+    legal: bool
+    io: IoCount | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleIo:
+    """The best legal schedule found and the program's own loop order, both replayed exactly."""
+
+    memory: int
+    best: Candidate
+    loop_order: IoCount
+    candidates: tuple
+    instances: int
+    notes: tuple
+
+
+def _extent(trace: Trace, members) -> int:
+    vals = [trace.vars[v][trace.vars[v] >= 0] for v in members if v in trace.vars]
+    vals = [x for x in vals if x.size]
+    return max((int(x.max() - x.min()) + 1 for x in vals), default=1)
+
+
+def _footprint(trace: Trace, tiles, skew) -> int:
+    """Distinct elements touched by the first two tiles along the innermost class (coordinate 0 of the
+    others) of a tiling: the words the LRU must hold across consecutive tiles."""
+    if not tiles:
+        return trace.elements
+    sel = np.ones(trace.instances, dtype=bool)
+    for n, (members, size) in enumerate(tiles):
+        # two consecutive tiles of the innermost class must fit together (what the LRU keeps across them)
+        span = max(1, int(size)) * (2 if n == len(tiles) - 1 else 1)
+        for v in members:
+            if v not in trace.vars:
+                continue
+            x = trace.vars[v]
+            mine = x >= 0
+            if not mine.any():
+                continue
+            val = x.copy()
+            if skew and v in skew:
+                tv, f = skew[v]
+                val = val + f * np.maximum(trace.vars[tv], 0) + trace.stmt
+            lo = int(val[mine].min())
+            sel &= ~mine | ((val - lo) < span)
+    el = trace.elems[sel].ravel()
+    return int(np.unique(el[el >= 0]).size)
+
+
+def _fit(trace: Trace, base: dict, classes: dict, pinned: set, memory: int, skew) -> dict:
+    """Tile sizes ``base`` (classes in ``pinned`` kept; ``classes`` in tile-loop order) scaled by one
+    factor so that two consecutive tiles fit ``memory`` words (bisection on the factor)."""
+    caps = {c: _extent(trace, m) for c, m in classes.items()}
+
+    def at(alpha: float) -> dict:
+        return {c: (max(1, min(caps[c], int(base[c]))) if c in pinned
+                    else max(1, min(caps[c], int(round(alpha * base[c]))))) for c in classes}
+
+    def fits(t: dict) -> bool:
+        return _footprint(trace, [(classes[c], t[c]) for c in classes], skew) <= memory
+
+    lo, hi = 0.0, float(max(caps.values())) / max(1, min(base.values()))
+    if fits(at(hi)):
+        return at(hi)
+    for _ in range(16):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if fits(at(mid)) else (lo, mid)
+    return at(lo)
+
+
+def _try(trace: Trace, classes: dict, sizes: dict, skew, memory: int, label: str) -> Candidate:
+    order = tiled_order(trace, [(classes[c], sizes[c]) for c in classes], skew)
+    ok = legal(trace, order)
+    skl = tuple(sorted({(tv, f) for tv, f in skew.values()})) if skew else ()
+    return Candidate(label + (f", skewed x{skl[0][1]} by {skl[0][0]}" if skl else ""),
+                     tuple((c, sizes[c]) for c in classes), skl, ok,
+                     replay_order(trace, order, memory) if ok else None)
+
+
+def best_schedule(program: Program, values: dict[str, int], memory: int, classes: dict | None = None,
+                  tile: dict | None = None, *, limit: int = DEFAULT_LIMIT) -> ScheduleIo:
+    """Replay the program's loop order and tilings derived from ``tile`` (``{class: size}`` of the tile
+    classes ``{class: loop variables}``, outermost first).  Shapes: the tile, and the tile with each
+    class in turn set to 1; tile-loop orders: the given one and each class moved innermost; each shape
+    is scaled so two consecutive tiles fit ``memory`` (then ×½ and ×2 around the best).  Every order is
+    checked with :func:`legal`; when no rectangular tiling is legal, parallelogram tiles (the first
+    class as time, skew factors 1 and 2) are tried.  Returns the best legal schedule and all tried."""
+    trace = build_trace(program, values, limit=limit)
+    width = int((trace.elems >= 0).sum(axis=1).max()) if trace.instances else 0
+    if memory < width:
+        raise ModelError(f"fast memory S = {memory} words cannot hold the {width} words one statement "
+                         "instance touches; give a larger S")
+    plain = replay_order(trace, loop_order(trace), memory)
+    cands = [Candidate("loop order", (), (), True, plain)]
+    notes = []
+    classes = {c: tuple(m) for c, m in (classes or {}).items() if _extent(trace, m) > 1}
+    if not classes or not tile:
+        notes.append("no tiling for this program: the plain loop order is replayed")
+        return ScheduleIo(memory, cands[0], plain, tuple(cands), trace.instances, tuple(notes))
+    names = list(classes)
+    base = {c: max(1, int(tile.get(c, 1))) for c in names}
+    shapes = [("tile", set())] + [(f"tile, {c}=1", {c}) for c in names if len(names) > 1]
+    orders = [names] + [[x for x in names if x != c] + [c] for c in names[:-1]]
+    tvars = [v for v in classes[names[0]] if v in trace.vars]
+    skews = [None] + ([{v: (tvars[0], f) for c in names[1:] for v in classes[c]} for f in (1, 2)]
+                      if tvars and len(names) > 1 else [])
+    for sk in skews:
+        for label, pinned in shapes:
+            for order in (orders if sk is None else [names]):
+                cl = {c: classes[c] for c in order}
+                start = {c: (1 if c in pinned else base[c]) for c in order}
+                sizes = _fit(trace, start, cl, pinned, memory, sk)
+                tag = label + ("" if order == names else f", order {'/'.join(order)}")
+                cands.append(_try(trace, cl, sizes, sk, memory, tag))
+        if sk is None and any(c.legal for c in cands[1:]):
+            break
+    tiled = [c for c in cands[1:] if c.legal]
+    if not tiled:
+        notes.append("no tiling derived from the SOAP tiles is legal here: the plain loop order is replayed")
+    else:
+        top = min(tiled, key=lambda c: c.io.total)
+        cl = {c: classes[c] for c, _ in top.tiles}
+        sk = ({v: (tvars[0], top.skew[0][1]) for c in list(cl)[1:] for v in cl[c]} if top.skew else None)
+        stem = top.label.split(", skewed")[0]
+        for _ in range(3):   # coordinate descent: each tile size x2 and x1/2 while the I/O drops
+            improved = False
+            for c, _t in top.tiles:
+                for m in (2.0, 0.5):
+                    sizes = dict(top.tiles)
+                    sizes[c] = max(1, min(_extent(trace, cl[c]), int(round(sizes[c] * m))))
+                    if sizes[c] == dict(top.tiles)[c]:
+                        continue
+                    cand = _try(trace, cl, sizes, sk, memory, f"{stem}, tuned")
+                    cands.append(cand)
+                    if cand.legal and cand.io.total < top.io.total:
+                        top, improved = cand, True
+                        break
+            if not improved:
+                break
+    best = min((c for c in cands if c.legal), key=lambda c: c.io.total)
+    return ScheduleIo(memory, best, plain, tuple(cands), trace.instances, tuple(notes))
+
+
+def schedule_report(program: Program, values: dict[str, int], lower_bound: float, classes: dict | None,
+                    tile: dict | None, *, limit: int = DEFAULT_LIMIT) -> dict:
+    """The JSON-ready tightness certificate of ``meshplan bound --schedule`` (docs/bound.md): the best
+    schedule of :func:`best_schedule` at the sizes and ``S`` of ``values``, its exact loads and stores,
+    ``lower_bound`` and ``ratio`` = attained / lower bound, and the program's loop order beside it."""
+    if "S" not in values:
+        raise ModelError("--schedule needs the fast memory S in --params (e.g. N=64,S=1024)")
+    res = best_schedule(program, values, int(values["S"]), classes, tile, limit=limit)
+    b = res.best
+
+    def io(c: IoCount) -> dict:
+        return {"loads": c.loads, "stores": c.stores, "total": c.total}
+
+    return {"S": res.memory, "sizes": {k: int(v) for k, v in values.items() if k not in ("S", "p")},
+            "instances": res.instances, "lower_bound": lower_bound, "schedule": b.label,
+            "tiled": bool(b.tiles), "tiles": {c: int(t) for c, t in b.tiles},
+            "tile_variables": {c: list((classes or {})[c]) for c, _ in b.tiles},
+            "skew": [list(x) for x in b.skew], **io(b.io),
+            "ratio": (b.io.total / lower_bound) if lower_bound > 0 else None,
+            "loop_order": io(res.loop_order),
+            "candidates": [{"schedule": c.label, "tiles": {k: int(t) for k, t in c.tiles}, "legal": c.legal,
+                            "total": c.io.total if c.io else None} for c in res.candidates],
+            "notes": list(res.notes)}
