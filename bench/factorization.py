@@ -8,7 +8,10 @@ Part 1 (MPI, 4 and 8 ranks, N ∈ {512, 1024, 2048}; --quick: 4 ranks, N = 512):
 mean words a rank receives (PMPI; the Python counter and the exact model agree with it; the figure shows
 it in units of the tile size N²/p), the ratio to
 the section 4.6 lower bound (with S = the run's footprint), the scaled residual and the time (min over
-repeats).  COnfLUX / COnfCHOX run on a one-layer grid and on a two-layer grid (Pz = 2).  Part 2 (no
+repeats).  COnfLUX / COnfCHOX run on a one-layer grid and on a two-layer grid (Pz = 2) at a fixed block
+(role "fixed", next to ScaLAPACK at that block), and on the plan ``meshplan factor`` chooses (role
+"planned", next to ScaLAPACK on the 2-D plan it chooses); the verdict table compares each with
+ScaLAPACK, and a model-only table lists every grid's exact and Table 4.1 volume.  Part 2 (no
 MPI): modeled words per rank of the planned COnfLUX grid vs the best 2-D grid up to p = 262,144 at a
 fixed N and memory per rank, and their ratio (Figure 4.8c).  Writes bench/results/factorization.json
 and, unless --no-plot, docs/images/factor_measured.png and docs/images/factor_scaling.png.
@@ -26,9 +29,9 @@ from _common import print_table, write_results  # noqa: E402
 from meshplan.exec.factorization.driver import run_cases, run_scalapack_cases  # noqa: E402
 from meshplan.exec.runtime import scalapack  # noqa: E402
 from meshplan.models.factorization.cost import (factor_cost, lower_bound, memory_words,  # noqa: E402
-                                                twod_leading)
-from meshplan.models.factorization.problem import FactorGrid, FactorProblem  # noqa: E402
-from meshplan.solvers.factorization.plan import plan_2d, plan_factorization  # noqa: E402
+                                                table41_cost, twod_leading)
+from meshplan.models.factorization.problem import FactorGrid, FactorModelError, FactorProblem  # noqa: E402
+from meshplan.solvers.factorization.plan import grids, plan_2d, plan_factorization  # noqa: E402
 
 IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
 GRIDS = {4: [(2, 2, 1), (2, 1, 2)], 8: [(2, 4, 1), (2, 2, 2)]}
@@ -39,35 +42,82 @@ def _block(N: int) -> int:
 
 
 def measured(p: int, sizes: list[int], repeats: int) -> list[dict]:
+    """Fixed grids at ``v = _block(N)`` next to the in-house 2-D factorization and ScaLAPACK on the best
+    2-D grid at the same ``v``; plus the plans the tool chooses itself (``meshplan factor KIND N --np p``:
+    grid and block searched) against ScaLAPACK on the 2-D grid and block the tool chooses for it."""
     rows = []
     for kind in ("lu", "cholesky"):
-        cases, labels = [], []
+        name = "COnfLUX" if kind == "lu" else "COnfCHOX"
+        cases, labels, sc_cases, sc_labels = [], [], [], []
         for N in sizes:
             v = _block(N)
+            pr = FactorProblem(kind, N, p)
             for g in GRIDS[p]:
                 cases.append({"kind": kind, "algorithm": "conflux", "N": N, "grid": list(g), "v": v,
                               "repeats": repeats})
-                labels.append(("COnfLUX" if kind == "lu" else "COnfCHOX", N))
-            g2, _ = plan_2d(FactorProblem(kind, N, p), block=v)
+                labels.append((name, N, "fixed"))
+            g2, _ = plan_2d(pr, block=v)
             cases.append({"kind": kind, "algorithm": "2d", "N": N, "grid": [g2.Px, g2.Py, 1], "v": v,
                           "repeats": repeats})
-            labels.append(("2-D (in-house)", N))
-        for (name, N), r in zip(labels, run_cases(p, cases, timeout_s=3600)):
-            rows.append(_row(kind, name, N, p, r["grid"], r["block"], r))
+            labels.append(("2-D (in-house)", N, "fixed"))
+            sc_cases.append({"kind": kind, "N": N, "grid": [g2.Px, g2.Py], "nb": v, "repeats": repeats})
+            sc_labels.append("fixed")
+            plan = plan_factorization(kind, N, p)
+            cases.append({"kind": kind, "algorithm": "conflux", "N": N, "v": plan.grid.v,
+                          "grid": [plan.grid.Px, plan.grid.Py, plan.grid.Pz], "repeats": repeats})
+            labels.append((name, N, "planned"))
+            g2p, _ = plan_2d(pr)
+            sc_cases.append({"kind": kind, "N": N, "grid": [g2p.Px, g2p.Py], "nb": g2p.v, "repeats": repeats})
+            sc_labels.append("planned")
+        for (alg, N, role), r in zip(labels, run_cases(p, cases, timeout_s=3600)):
+            rows.append(_row(kind, alg, N, p, r["grid"], r["block"], r) | {"role": role})
         ok, why = scalapack.available()
         if ok:
-            sc_cases = []
-            for N in sizes:
-                v = _block(N)
-                g2, _ = plan_2d(FactorProblem(kind, N, p), block=v)
-                sc_cases.append({"kind": kind, "N": N, "grid": [g2.Px, g2.Py], "nb": v, "repeats": repeats})
-            for r in run_scalapack_cases(p, sc_cases, timeout_s=3600):
+            for role, r in zip(sc_labels, run_scalapack_cases(p, sc_cases, timeout_s=3600)):
                 g = FactorGrid(r["grid"][0], r["grid"][1], 1, r["block"])
                 rows.append(_row(kind, "ScaLAPACK " + ("pdgetrf" if kind == "lu" else "pdpotrf"), r["N"], p,
-                                 [g.Px, g.Py, 1], g.v, r))
+                                 [g.Px, g.Py, 1], g.v, r) | {"role": role})
         else:
             print(f"ScaLAPACK skipped: {why}", file=sys.stderr)
     return rows
+
+
+def grid_study(p: int, N: int, kind: str) -> list[dict]:
+    """Every grid of ``p`` ranks at ``v = _block(N)``: the exact model and the thesis's own Table 4.1 /
+    Lemma 4.10 step costs (:func:`table41_cost`), best first — does a second layer pay at this ``p``?"""
+    v = _block(N)
+    pr = FactorProblem(kind, N, p)
+    out = []
+    for g in grids(p):
+        grid = FactorGrid(*g, v=v)
+        try:
+            grid.check(pr)
+        except FactorModelError:
+            continue
+        out.append({"kind": kind, "p": p, "N": N, "grid": list(g), "block": v,
+                    "model_words_per_rank": factor_cost(pr, grid).per_rank,
+                    "table41_words_per_rank": table41_cost(pr, grid).per_rank,
+                    "memory_words": memory_words(pr, grid)})
+    out.sort(key=lambda r: r["model_words_per_rank"])
+    return out
+
+
+def target(rows: list[dict]) -> list[dict]:
+    """The issue's target, per (kind, p, N): each COnfLUX / COnfCHOX run against ScaLAPACK at the same
+    block (fixed grids) and the tool's plan against ScaLAPACK on the tool's 2-D plan (PMPI words)."""
+    out = []
+    for r in rows:
+        if not r["algorithm"].startswith("COnf"):
+            continue
+        sc = [s for s in rows if s["algorithm"].startswith("ScaLAPACK") and s["kind"] == r["kind"]
+              and (s["p"], s["N"], s["role"]) == (r["p"], r["N"], r["role"])]
+        if not sc:
+            continue
+        w, ws = r["pmpi_words_per_rank"], sc[0]["pmpi_words_per_rank"]
+        out.append({"kind": r["kind"], "p": r["p"], "N": r["N"], "role": r["role"], "grid": r["grid"],
+                    "block": r["block"], "words": w, "scalapack_grid": sc[0]["grid"],
+                    "scalapack_block": sc[0]["block"], "scalapack_words": ws, "ratio": w / ws, "less": w < ws})
+    return out
 
 
 def _row(kind, name, N, p, grid, v, r) -> dict:
@@ -110,7 +160,7 @@ def plot(rows: list[dict], scale: list[dict]) -> None:
     IMAGES.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, kind in zip(axes, ("lu", "cholesky")):
-        sel = [r for r in rows if r["kind"] == kind]
+        sel = [r for r in rows if r["kind"] == kind and r.get("role", "fixed") == "fixed"]
         labels = sorted({(r["algorithm"], tuple(r["grid"])) for r in sel})
         keys = sorted({(r["p"], r["N"]) for r in sel})
         width = 0.8 / max(1, len(labels))
@@ -156,11 +206,22 @@ def main() -> int:
     rows = []
     for p in ranks:
         rows += measured(p, sizes, repeats=1)
-    print_table(["kind", "algorithm", "p", "N", "grid", "v", "model", "Python", "PMPI", "× bound", "residual",
-                 "time s"],
-                [[r["kind"], r["algorithm"], r["p"], r["N"], r["grid"], r["block"],
+    print_table(["kind", "algorithm", "role", "p", "N", "grid", "v", "model", "Python", "PMPI", "× bound",
+                 "residual", "time s"],
+                [[r["kind"], r["algorithm"], r["role"], r["p"], r["N"], r["grid"], r["block"],
                   r["model_words_per_rank"] or "-", r["python_words_per_rank"] or "-", r["pmpi_words_per_rank"],
                   r["ratio_to_bound"], r["scaled_residual"], r["time_s"]] for r in rows])
+    verdict = target(rows)
+    print()
+    print_table(["kind", "p", "N", "role", "grid", "v", "PMPI words", "ScaLAPACK grid", "nb", "ScaLAPACK words",
+                 "ratio", "less"],
+                [[t["kind"], t["p"], t["N"], t["role"], t["grid"], t["block"], t["words"], t["scalapack_grid"],
+                  t["scalapack_block"], t["scalapack_words"], t["ratio"], t["less"]] for t in verdict])
+    study = [g for p in ranks for N in sizes for kind in ("lu", "cholesky") for g in grid_study(p, N, kind)]
+    print()
+    print_table(["kind", "p", "N", "grid", "v", "exact model", "Table 4.1 model"],
+                [[g["kind"], g["p"], g["N"], g["grid"], g["block"], g["model_words_per_rank"],
+                  g["table41_words_per_rank"]] for g in study])
     N, S = 32768, 2**22
     ps = [4**k for k in range(5, 10)] if not args.quick else [1024, 16384, 262144]
     scale = scaling(N, S, ps)
@@ -168,7 +229,8 @@ def main() -> int:
     print_table(["p", "COnfLUX grid", "v", "COnfLUX words", "2-D grid", "2-D words", "N²/√p", "2-D / COnfLUX"],
                 [[s["p"], s["grid"], s["block"], s["conflux_words"], s["two_d_grid"], s["two_d_words"],
                   s["two_d_table42"], s["ratio_2d_to_conflux"]] for s in scale])
-    path = write_results("factorization", {"quick": args.quick, "measured": rows, "scaling": scale})
+    path = write_results("factorization", {"quick": args.quick, "measured": rows, "target": verdict,
+                                           "grid_study": study, "scaling": scale})
     print(f"\nwrote {path}")
     if not args.no_plot:
         plot(rows, scale)

@@ -51,7 +51,7 @@ import numpy as np
 from meshplan.models.factorization.problem import FactorGrid, FactorModelError, FactorProblem
 
 __all__ = ["Cost", "cyclic_count", "tournament_messages", "conflux_cost", "confchox_cost", "lu2d_cost",
-           "factor_cost", "swap_words", "lower_bound", "memory_words", "thesis_leading", "twod_leading"]
+           "factor_cost", "table41_cost", "swap_words", "lower_bound", "memory_words", "thesis_leading", "twod_leading"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +188,26 @@ def swap_words(N: int, vt: int) -> int:
     """Words one row swap across grid rows moves in the 2-D LU (old row into the panel, both rows
     outside it)."""
     return vt + 2 * (N - vt)
+
+
+def table41_cost(problem: FactorProblem, grid: FactorGrid) -> Cost:
+    """The thesis's own per-processor step costs (Algorithm 2, Table 4.1, proof of Lemma 4.10) summed
+    over the steps and evaluated on ``[Px, Py, Pz]`` (the proof's ``[√p1, √p1, c]``), ``M = N - tv``:
+    tournament ``v²⌈log2 Px⌉`` (LU), ``A00`` and pivots ``v² + v`` (Cholesky: ``v²``), the 1-D scatter
+    of A10 / A01 ``2Mv/p``, the layer reductions ``2Mv·S/N² = 2Mv·Pz/p`` and the panels of lines 8 and
+    10, ``Mv/Pz·(1/Px + 1/Py)`` (``2Mv/(c√p1)`` on a square grid).  ``phases`` hold ``p`` times the
+    per-processor words, so ``per_rank`` is the thesis's per-processor cost — an upper estimate of the
+    exact models above (it counts local data as moved and ``Pz`` where ``Pz - 1`` layers send)."""
+    grid.check(problem)
+    Px, Py, Pz, v, p = grid.Px, grid.Py, grid.Pz, grid.v, grid.p
+    _t, _c0, vt, M, _R = _steps(problem.N, v)
+    lu = problem.kind == "lu"
+    ph = {"tournament": _sum(vt * vt * math.ceil(math.log2(Px))) * p if lu else 0.0,
+          "a00_pivots": _sum(vt * vt + (vt if lu else 0)) * p,
+          "scatter": _sum(2 * M * vt),
+          "reductions": _sum(2 * M * vt * Pz),
+          "panels": _sum(M * vt / Pz * (1 / Px + 1 / Py)) * p}
+    return Cost("table41", p, ph)
 
 
 def factor_cost(problem: FactorProblem, grid: FactorGrid) -> Cost:

@@ -114,6 +114,11 @@ class FactorGrid:
                 f"grid {self}: N = {problem.N} gives {nb} blocks of size v = {self.v}, fewer than "
                 f"max(Px, Py) = {max(self.Px, self.Py)}, so some ranks would own no rows or columns; "
                 "use a smaller --block or a flatter grid")
+        if self.Pz > 1 and nb < 2:
+            raise FactorModelError(
+                f"grid {self}: N = {problem.N} is a single block of size v = {self.v}, so there is no Schur "
+                f"update for the Pz = {self.Pz} layers to share (one rank would factor alone); "
+                "use a smaller --block or Pz = 1")
 
 
 def parse_grid(text: str) -> tuple[int, int, int]:

@@ -2,7 +2,8 @@
 
 Exhaustive search: every ordered factorization ``Px·Py·Pz = p`` and every block size from
 :func:`block_candidates` (``v ≥ Pz``, section 4.7.2; powers of two from :data:`MIN_BLOCK`, the
-hardware-friendly sizes section 4.7.2 asks for, and the multiples ``a·Pz``).  A candidate is
+hardware-friendly sizes section 4.7.2 asks for, and the multiples ``a·Pz``, up to ``v = a·c`` with
+``a ≤`` :data:`MAX_A`).  A candidate is
 feasible when every grid row and column owns a block and its footprint
 (:func:`~meshplan.models.factorization.cost.memory_words`) fits the memory ``S``.  Among feasible
 candidates the plan minimizes the modeled words per rank (the exact step sum), then — the thesis's
@@ -21,11 +22,13 @@ from meshplan.models.factorization.cost import (Cost, factor_cost, lower_bound, 
                                                 memory_words)
 from meshplan.models.factorization.problem import FactorGrid, FactorModelError, FactorProblem
 
-__all__ = ["FactorPlan", "MIN_BLOCK", "block_candidates", "grids", "plan_factorization", "plan_2d",
+__all__ = ["FactorPlan", "MIN_BLOCK", "MAX_A", "block_candidates", "grids", "plan_factorization", "plan_2d",
            "check_plan", "search"]
 
 #: the smallest block size the search proposes on its own (a vector-friendly size; --block overrides)
 MIN_BLOCK = 16
+#: the largest ``a`` of section 4.7.2's ``v = a·max(c, MIN_BLOCK)`` the search proposes (--block overrides)
+MAX_A = 8
 
 
 class NoGrid(Infeasible):
@@ -66,10 +69,15 @@ def grids(p: int) -> list[tuple[int, int, int]]:
 
 
 def block_candidates(N: int, Pz: int) -> list[int]:
-    """Block sizes tried for ``Pz`` layers: powers of two from :data:`MIN_BLOCK` to 512 and ``a·Pz``
-    (``a`` = 1, 2, 4, 8), all ``≥ max(Pz, MIN_BLOCK)`` and ``≤ N`` (``N`` itself when ``N`` is smaller)."""
-    vals = {1 << k for k in range(MIN_BLOCK.bit_length() - 1, 10)} | {a * Pz for a in (1, 2, 4, 8)}
-    out = sorted(v for v in vals if max(Pz, MIN_BLOCK) <= v <= N)
+    """Block sizes tried for ``Pz`` layers: section 4.7.2's ``v = a·c`` for a small constant ``a``, at
+    least a vector-friendly size — the powers of two and the multiples ``a·Pz`` (``a`` = 1, 2, 4, 8)
+    between ``max(Pz, MIN_BLOCK)`` and ``MAX_A·max(Pz, MIN_BLOCK)``, and ``≤ N`` (``N`` itself when
+    ``N`` is smaller).  Without the cap the word count alone rewards ever larger blocks (fewer, wider
+    steps) up to one block per grid column — a serial factorization, not a parallel plan."""
+    lo = max(Pz, MIN_BLOCK)
+    vals = {1 << k for k in range(MIN_BLOCK.bit_length() - 1, (MAX_A * lo).bit_length())}
+    vals |= {a * Pz for a in (1, 2, 4, 8)}
+    out = sorted(v for v in vals if lo <= v <= min(N, MAX_A * lo))
     return out or ([N] if N >= Pz else [])
 
 

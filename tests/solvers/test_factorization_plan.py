@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from meshplan.models.core.errors import MeshplanError
-from meshplan.models.factorization.cost import factor_cost, memory_words
+from meshplan.models.factorization.cost import factor_cost, memory_words, table41_cost
 from meshplan.models.factorization.problem import FactorGrid, FactorModelError, FactorProblem
 from meshplan.solvers.factorization.plan import block_candidates, check_plan, grids, plan_2d, plan_factorization
 
@@ -99,3 +99,38 @@ def _fits(pr, g) -> bool:
     except FactorModelError:
         return False
     return pr.S is None or memory_words(pr, g) <= pr.S
+
+
+def test_blocks_stay_a_small_multiple_of_the_layers_section_4_7_2():
+    for N, Pz in [(4096, 1), (4096, 2), (4096, 32), (100, 2)]:
+        vs = block_candidates(N, Pz)
+        assert vs and min(vs) >= max(Pz, 16) and max(vs) <= min(N, 8 * max(Pz, 16))
+    with pytest.raises(FactorModelError, match="single block"):
+        FactorGrid(1, 1, 4, 64).check(FactorProblem("lu", 64, 4))
+
+
+@pytest.mark.parametrize("kind", ["lu", "cholesky"])
+@pytest.mark.parametrize("N, v", [(512, 16), (1024, 16), (2048, 32)])
+def test_a_second_layer_does_not_pay_on_four_ranks(kind, N, v):
+    # the exact model and the thesis's own step costs (Table 4.1, Lemma 4.10) agree: on p = 4 every grid
+    # with Pz > 1 moves more than [2,2,1] at the same block, so the plan keeps one layer
+    pr = FactorProblem(kind, N, 4)
+    flat = FactorGrid(2, 2, 1, v)
+    for Px, Py, Pz in grids(4):
+        if Pz > 1:
+            g = FactorGrid(Px, Py, Pz, v)
+            assert factor_cost(pr, g).per_rank > factor_cost(pr, flat).per_rank
+            assert table41_cost(pr, g).per_rank > table41_cost(pr, flat).per_rank
+    assert plan_factorization(kind, N, 4).grid.Pz == 1
+    assert plan_factorization(kind, N, 4, block=v).grid.Pz == 1
+
+
+def test_table_4_1_layers_pay_only_beyond_the_threshold():
+    # Table 4.1 on a square [q, q, c] grid: panels N²/√(pc) against reductions N²c/p, so c layers beat one
+    # iff √p > c + √c — for c = 2, p > 11.7: a tie at p = 8 ([2,4,1] vs [2,2,2]), a gain at p = 32
+    N, v = 4096, 32
+    def t41(p, grid):
+        return table41_cost(FactorProblem("lu", N, p), FactorGrid(*grid, v)).per_rank
+    assert t41(8, (2, 2, 2)) == pytest.approx(t41(8, (2, 4, 1)))
+    assert t41(32, (4, 4, 2)) < t41(32, (4, 8, 1))
+    assert t41(4, (2, 1, 2)) > t41(4, (2, 2, 1))
