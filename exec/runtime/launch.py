@@ -25,12 +25,14 @@ the whole job with one :class:`MpiRunError`.
 
 Rank limit.  ``np`` is checked against :func:`max_ranks`: by default four ranks
 per core this process may run on (at least eight), raised or lowered with the
-environment variable ``MESHPLAN_MAX_RANKS``.
+environment variable ``MESHPLAN_MAX_RANKS``; inside :func:`oversubscribe` (the
+CLI's ``--oversubscribe``) there is no upper limit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import shutil
@@ -48,7 +50,7 @@ from meshplan.models.core.errors import MeshplanError, ModelError, VerificationE
 from meshplan.models.core.outputs import write_output
 
 __all__ = ["MpiRunError", "MpiResult", "mpiexec_path", "run_job", "run_mpi", "run_mpi_json", "read_job",
-           "max_ranks", "check_np", "MAX_RANKS_ENV", "RANKS_PER_CORE", "GRACE_S", "MAX_TEST_RANKS"]
+           "max_ranks", "check_np", "oversubscribe", "MAX_RANKS_ENV", "RANKS_PER_CORE", "GRACE_S", "MAX_TEST_RANKS"]
 
 #: the CI machine has 2 cores; tests oversubscribe up to this many ranks
 MAX_TEST_RANKS = 8
@@ -59,6 +61,8 @@ RANKS_PER_CORE = 4
 #: seconds a job gets to end after a forwarded signal before its process group is killed
 GRACE_S = 2.0
 _FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP")
+#: set by :func:`oversubscribe`: the rank limit is lifted for the jobs started inside it
+_OVERSUBSCRIBE: contextvars.ContextVar[bool] = contextvars.ContextVar("meshplan_oversubscribe", default=False)
 
 
 class MpiRunError(VerificationError):
@@ -107,18 +111,32 @@ def max_ranks() -> int:
     return value
 
 
+@contextlib.contextmanager
+def oversubscribe(allow: bool = True) -> Iterator[None]:
+    """Jobs started inside the block may use more ranks than :func:`max_ranks` (the CLI's
+    ``--oversubscribe``): the user asked for it, knowing the ranks will share cores."""
+    token = _OVERSUBSCRIBE.set(bool(allow))
+    try:
+        yield
+    finally:
+        _OVERSUBSCRIBE.reset(token)
+
+
 def check_np(np: int) -> None:
-    """Raise :class:`ModelError` unless ``1 <= np <= max_ranks()``."""
+    """Raise :class:`ModelError` unless ``1 <= np <= max_ranks()`` (no upper limit inside
+    :func:`oversubscribe`)."""
     if not isinstance(np, int) or isinstance(np, bool):
         raise ModelError(f"--np must be a whole number, got {np!r}")
     if np < 1:
         raise ModelError(f"--np must be at least 1, got {np}")
+    if _OVERSUBSCRIBE.get():
+        return
     limit = max_ranks()
     if np > limit:
         why = (f"{MAX_RANKS_ENV}={os.environ[MAX_RANKS_ENV]}" if os.environ.get(MAX_RANKS_ENV, "").strip()
                else f"{RANKS_PER_CORE} per core on {_cores()} cores, at least {MAX_TEST_RANKS}")
         raise ModelError(f"--np {np} exceeds the limit of {limit} MPI ranks on this machine ({why}); "
-                         f"set {MAX_RANKS_ENV}={np} to run it anyway")
+                         f"pass --oversubscribe or set {MAX_RANKS_ENV}={np} to run it anyway")
 
 
 def run_job(np: int, module: str, job: Mapping[str, Any], *, timeout_s: float = 300.0,
