@@ -88,7 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr if args.command is None else sys.stdout)
         return 2
     try:
-        return int(func(args) or 0)
+        from meshplan.cli.common import np_limit
+
+        with np_limit(args):  # --oversubscribe of the MPI verbs
+            return int(func(args) or 0)
     except MeshplanError as err:
         if debug:
             raise

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from meshplan.models.core.dtypes import NUMPY_NAMES
 from meshplan.models.core.errors import ModelError
 
-__all__ = ["add_common_flags", "add_repeats_flag", "add_np_flag", "add_dtype_flag", "add_solver_flag",
+__all__ = ["add_common_flags", "add_repeats_flag", "add_np_flag", "np_limit", "add_dtype_flag", "add_solver_flag",
            "print_run_report", "parse_baselines",
            "add_selection_flags", "solver_names", "print_json", "console", "status", "progress",
            "parse_int_list", "parse_matrix", "choose_placement"]
@@ -53,8 +53,23 @@ def add_repeats_flag(parser, *, default: int, help: str = "timed runs per progra
 
 
 def add_np_flag(parser, *, required: bool = False, help: str = "MPI ranks") -> None:
-    """``--np N`` (``args.np``): the number of MPI ranks (one per device of the system or mesh)."""
+    """``--np N`` (``args.np``): the number of MPI ranks (one per device of the system or mesh), and
+    ``--oversubscribe`` (``args.oversubscribe``), which lifts the rank limit of docs/runtime.md for the
+    verb's jobs (:func:`np_limit`)."""
     parser.add_argument("--np", type=int, default=None, required=required, metavar="N", help=help)
+    parser.add_argument("--oversubscribe", action="store_true",
+                        help="allow more MPI ranks than the limit (4 per core, or $MESHPLAN_MAX_RANKS; "
+                             "docs/runtime.md): the ranks will share cores")
+
+
+def np_limit(args):
+    """The context a verb runs in: with ``--oversubscribe``, the runtime's rank limit is lifted
+    (:func:`meshplan.exec.runtime.launch.oversubscribe`); otherwise nothing changes."""
+    if not getattr(args, "oversubscribe", False):
+        return contextlib.nullcontext()
+    from meshplan.exec.runtime.launch import oversubscribe
+
+    return oversubscribe()
 
 
 #: the two spellings of an element type (numpy's and the short one); either is accepted wherever --dtype is
