@@ -1,6 +1,11 @@
 """Lifecycle of MPI jobs (docs/runtime.md): a failing or hanging rank ends the whole job with one error, and
 SIGINT/SIGTERM sent to a running launcher — the runtime's ``run_job`` and the verbs ``meshplan run``,
-``meshplan redistribute --run`` and ``meshplan calibrate`` — leave no process of the job and no file behind.
+``meshplan redistribute --run``, ``meshplan calibrate``, ``meshplan matmul --run``, ``meshplan factor --run``
+and ``meshplan tensor check`` — leave no process of the job and no file behind; the rank limit is lifted by
+``--oversubscribe`` only.
+
+Each interrupted case costs a few seconds (CLI start, ``mpiexec``, the grace period), so every verb family
+keeps one signal in the fast subset and the other under ``@pytest.mark.slow``.
 
 Every process of a job is found by a marker variable in its environment (mpiexec passes the launcher's
 environment to hydra's proxies and the ranks); leftover files by pointing ``TMPDIR`` at an empty folder.
@@ -153,3 +158,57 @@ def test_meshplan_calibrate_interrupted(sig, tmp_path):
     rc, err = _interrupt(argv, "meshplan.exec.reduction.calibrate", 4, sig, tmp_path)
     _expect_exit(sig, rc, err, cli=True)
     assert not (tmp_path / "cal.json").exists()
+
+
+def _slow_for(fast: int):
+    """Both signals; the one that is not ``fast`` is marked slow (one fast case per verb family)."""
+    return [pytest.param(sig, id=sig.name[3:], marks=() if sig == fast else pytest.mark.slow) for sig in SIGNALS]
+
+
+@pytest.mark.parametrize("sig", _slow_for(signal.SIGINT))
+def test_meshplan_matmul_run_interrupted(sig, tmp_path):
+    # with the PMPI byte counter preloaded (its per-rank files go to a temporary directory of the job)
+    argv = [_meshplan(), "matmul", "192", "192", "192", "--np", "4", "--run", "--repeats", "100000",
+            "--baseline", "none", "--json"]
+    rc, err = _interrupt(argv, "meshplan.exec.matmul.rank", 4, sig, tmp_path)
+    _expect_exit(sig, rc, err, cli=True)
+
+
+@pytest.mark.parametrize("sig", _slow_for(signal.SIGTERM))
+def test_meshplan_factor_run_interrupted(sig, tmp_path):
+    argv = [_meshplan(), "factor", "lu", "64", "--np", "4", "--run", "--repeats", "100000", "--baseline", "none",
+            "--no-pmpi", "--json"]
+    rc, err = _interrupt(argv, "meshplan.exec.factorization.rank_main", 4, sig, tmp_path)
+    _expect_exit(sig, rc, err, cli=True)
+
+
+@pytest.mark.parametrize("sig", _slow_for(signal.SIGINT))
+def test_meshplan_tensor_check_interrupted(sig, tmp_path):
+    argv = [_meshplan(), "tensor", "check", "--np", "4", "--json"]
+    rc, err = _interrupt(argv, "meshplan.exec.tensor.rank_main", 4, sig, tmp_path)
+    _expect_exit(sig, rc, err, cli=True)
+
+
+def test_oversubscribe_lifts_the_rank_limit(schedule, tmp_path, monkeypatch, capsys):
+    """``--np`` above ``MESHPLAN_MAX_RANKS`` is refused (exit 2, naming both ways out) unless
+    ``--oversubscribe`` is given, which every MPI verb accepts; the limit applies again afterwards."""
+    from meshplan.cli import main
+    from meshplan.exec.runtime.launch import check_np
+
+    monkeypatch.setenv("MESHPLAN_MAX_RANKS", "2")
+    argv = ["run", str(schedule), "--repeats", "1", "--bytes", "1KiB", "--json"]
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: --np 4 exceeds the limit of 2 MPI ranks on this machine (MESHPLAN_MAX_RANKS=2); "
+                   "pass --oversubscribe or set MESHPLAN_MAX_RANKS=4 to run it anyway")
+    assert main(argv + ["--oversubscribe"]) == 0
+    assert '"verified": true' in capsys.readouterr().out
+    with pytest.raises(Exception, match="exceeds the limit of 2"):
+        check_np(4)  # the lift ended with the verb
+    for verb in (["run", "x"], ["redistribute", "[4{x}16]", "[16]", "--mesh", "x=4"], ["calibrate"], ["matmul", "8", "8", "8"],
+                 ["factor", "lu", "8"], ["tensor", "check"]):
+        from meshplan.cli import build_parser
+
+        args = build_parser(verb).parse_args(verb + ["--np", "4", "--oversubscribe"])
+        assert args.oversubscribe is True and args.np == 4, verb
