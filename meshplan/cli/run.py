@@ -89,14 +89,14 @@ def _table(res) -> None:
         Column("algbw", explain="bytes per rank / median time (nccl-tests' algorithm bandwidth, GB/s)"),
         Column("busbw", explain="algbw × 2(k−1)/k, k = reduction-group size: the bus bandwidth of an AllReduce "
                                 "over the same groups (nccl-tests doc/PERFORMANCE.md; docs/run.md)"),
-        Column("steps (median)", "left", whole=False, explain="each step's median time"),
+        Column("steps (median)", explain="each step's median time, beside its collective"),
         Column("→MPI B/rank", explain="most bytes a rank handed to MPI"),
         Column("sim B/rank", explain="most bytes a device sends on the wire in the simulator"))
     rows = []
     for x in res.programs:
         ok = "[green]yes[/green]" if x["verified"] else ("[red]no[/red]" if x["executable"] else "[red]not run[/red]")
         med, mn = x["time_s"], x["time_min_s"]
-        steps = " ".join(format_seconds(s["time_s"]) for s in x["steps"] if s["time_s"] is not None)
+        steps = "\n".join(format_seconds(s["time_s"]) for s in x["steps"] if s["time_s"] is not None)
         sb = x["sim_bytes_per_rank"]
         rows.append((str(x["placement"]), str(x["program"]), escape(program_lines(x["text"])), ok,
                      format_seconds(med) if med is not None else "-", format_seconds(mn) if mn is not None else "-",
