@@ -34,7 +34,7 @@ from meshplan.models.soap.cases import has_max, split_cases
 from meshplan.models.soap.sdg import SubProblem
 from meshplan.solvers.soap.numeric_search import numeric_tiles
 from meshplan.solvers.soap.polysys import Unsolved, solve_bounded
-from meshplan.solvers.soap.relax import closed_form, equality_tiles, linear_domination, relaxation
+from meshplan.solvers.soap.relax import closed_form, equality_tiles, joint_relaxation, linear_domination, relaxation
 from meshplan.solvers.soap.symbols import S, X
 
 __all__ = ["X", "S", "Intensity", "intensity", "kkt", "kkt_system", "relaxation", "linear_domination",
@@ -331,7 +331,10 @@ def _intensity_case(problem: SubProblem) -> Intensity:
             rho = sp.simplify(chi.subs(X, X0) / (X0 - S))
             tiles = {c: sp.simplify(e.subs(X, X0)) for c, e in tiles_x.items()}
         return Intensity(problem, "kkt", chi, X0, rho, tiles, tiles_x, W, tuple(notes))
-    chi_relax = sp.Add(*[C * X ** sp.Rational(w) for C, w, _ in relax])
+    joint, jnote = joint_relaxation(problem, relax)
+    chi_relax = sp.Add(*[C * X ** sp.Rational(w) for C, w in joint])
+    if jnote:
+        notes.append(jnote)
     if W > 1:
         Wr = sp.Rational(W)
         X0 = Wr * S / (Wr - 1)

@@ -1,0 +1,75 @@
+"""Thesis Table 5.2 leading terms that the SOAP method of chapter 5 proves (joint χ of fused
+subgraphs, pyramids for stencils, lower-order overlap as disjoint, the trivial floor)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import sympy as sp
+
+from meshplan.models.soap import parse_file, parse_source, sym
+from meshplan.solvers.soap.bound import analyze
+from meshplan.solvers.soap.chi import S
+
+EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
+
+MLP3 = """
+def mlp3(NB, NI, NH, NO):
+    for b in range(NB):
+        for h in range(NH):
+            Y1[b, h] = bias1[h]
+            for i in range(NI):
+                Y1[b, h] += X[b, i] * W1[h, i]
+            Z1[b, h] = max(Y1[b, h], 0.0)
+    for b in range(NB):
+        for h in range(NH):
+            Y2[b, h] = bias2[h]
+            for i in range(NH):
+                Y2[b, h] += Z1[b, i] * W2[h, i]
+            Z2[b, h] = max(Y2[b, h], 0.0)
+    for b in range(NB):
+        for o in range(NO):
+            Y3[b, o] = bias3[o]
+            for i in range(NH):
+                Y3[b, o] += Z2[b, i] * W3[o, i]
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def example(name):
+    (p,) = parse_file(str(EX / f"{name}.py"))
+    return analyze(p)
+
+
+def same_size(expr, **sizes):
+    """The leading term with every size parameter set to the given symbols (N, T)."""
+    return sp.simplify(expr.subs({sym(k): v for k, v in sizes.items()}))
+
+
+N, T = sp.Symbol("N", positive=True), sp.Symbol("T", positive=True)
+
+
+def test_2mm_joint_chi_gives_4N3_over_sqrtS():
+    lead = same_size(example("two_mm").leading, NI=N, NJ=N, NK=N, NL=N)
+    assert sp.simplify(lead - 4 * N ** 3 / sp.sqrt(S)) == 0
+
+
+def test_3mm_joint_chi_gives_6N3_over_sqrtS():
+    lead = same_size(example("three_mm").leading, NI=N, NJ=N, NK=N, NL=N, NM=N)
+    assert sp.simplify(lead - 6 * N ** 3 / sp.sqrt(S)) == 0
+
+
+def test_three_layer_mlp_is_the_sum_of_its_three_products():
+    (p,) = parse_source(MLP3)
+    NB, NI, NH, NO = (sym(v) for v in ("NB", "NI", "NH", "NO"))
+    lead = analyze(p).leading
+    assert sp.simplify(lead - 2 * NB * NH * (NI + NH + NO) / sp.sqrt(S)) == 0
+
+
+def test_fused_subgraph_chi_is_joint_not_a_sum_of_separate_maxima():
+    r = example("two_mm")
+    fused = next(it for it in r.subgraphs if len(it.problem.arrays) == 2)
+    X = sp.Symbol("X", positive=True)
+    lead = sp.limit(fused.chi / X ** sp.Rational(3, 2), X, sp.oo)
+    assert sp.simplify(lead - sp.Rational(1, 3) ** sp.Rational(3, 2)) == 0   # one MMM's (X/3)^(3/2)
