@@ -40,6 +40,7 @@ from mpi4py import MPI
 from meshplan.exec.runtime.comms import ByteCounter, CountingComm, SubComms
 from meshplan.exec.runtime.guard import abort_on_error
 from meshplan.exec.runtime.launch import PROGRESS_ENV, read_job
+from meshplan.models.core.outputs import write_output
 
 __all__ = ["RankContext", "rank_main", "inject_fault", "FAULT_KINDS"]
 
@@ -72,10 +73,9 @@ class RankContext:
         path = os.environ.get(PROGRESS_ENV)
         if self.rank != 0 or not path:
             return
-        tmp = path + ".tmp"
-        with open(tmp, "w") as fh:
-            fh.write(f"{int(done)} {int(total)} {' '.join(str(what).split())}\n")
-        os.replace(tmp, path)  # the launcher never reads half a line
+        # whole or not at all: the launcher never reads half a line (no fsync: nobody reads it after a crash)
+        write_output(path, f"{int(done)} {int(total)} {' '.join(str(what).split())}\n", what="progress file",
+                     fsync=False)
 
 
 def inject_fault(rank: int, fault: Mapping[str, Any] | None) -> bool:
