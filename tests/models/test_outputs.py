@@ -149,3 +149,36 @@ def test_property_whole_or_previous(tmp_path_factory, chunks, fail_at):
         write_output(target, writer)
     assert target.read_bytes() == (b"previous" if failed else b"".join(chunks))
     assert _listing(d) == ["out"]
+
+
+# -- one way to write a file -----------------------------------------------------------------------------
+
+_ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+#: calls that write files; each must go through meshplan.models.core.outputs
+_WRITERS = ("write_text(", "write_bytes(", ".savefig(", "np.save(", "np.savez(", "json.dump(", "os.replace(",
+            "os.rename(", "shutil.move(")
+#: (file, line fragment) pairs allowed to contain one: the helper itself, a stream that is not a file
+_ALLOWED = {("models/core/outputs.py", ""), ("exec/redistribution/xla.py", "json.dump(out, sys.stdout)"),
+            ("meshplan/plots.py", "write_output(path, lambda fh: fig.savefig(fh")}
+
+
+def _sources():
+    for layer in ("meshplan", "models", "encodings", "solvers", "exec"):
+        yield from sorted((_ROOT / layer).rglob("*.py"))
+
+
+def test_every_file_writer_goes_through_the_atomic_helper():
+    import re
+
+    opens = re.compile(r"""\bopen\([^)]*,\s*(mode\s*=\s*)?["'][wax]b?\+?["']""")
+    found = []
+    for path in _sources():
+        rel = str(path.relative_to(_ROOT))
+        for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if not (opens.search(code) or any(w in code for w in _WRITERS)):
+                continue
+            if any(rel == f and frag in line for f, frag in _ALLOWED):
+                continue
+            found.append(f"{rel}:{no}: {line.strip()}")
+    assert not found, "write files with meshplan.models.core.outputs (write_output/atomic_path):\n" + "\n".join(found)
