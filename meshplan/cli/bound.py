@@ -9,9 +9,18 @@ See docs/bound.md for the output and the JSON format.
 
 from __future__ import annotations
 
+import argparse
+
 from meshplan.cli.common import add_common_flags, console, print_json, seconds
 
 __all__ = ["register", "run"]
+
+EXAMPLES = """\
+examples:
+  meshplan bound examples/loops/mmm.py --params M=1024,N=1024,K=1024,S=4096
+  meshplan bound --einsum 'ij,jk->ik' --no-tiles --json
+  meshplan bound examples/loops/atax.py --params M=512,N=512,S=1024,p=4 --no-tiles
+"""
 
 
 def register(subparsers) -> None:
@@ -20,7 +29,8 @@ def register(subparsers) -> None:
         "bound", help="I/O lower bound and optimal tiles of a loop program (SOAP)",
         description="Derive the I/O lower bound Q >= |V|(X0-S)/chi(X0) of plain Python loop nests or an "
                     "einsum (SOAP, thesis chapter 5), per statement and fused subgraph, and the I/O-optimal "
-                    "tile sizes (integer ones from CP-SAT when --params gives sizes and S).")
+                    "tile sizes (integer ones from CP-SAT when --params gives sizes and S).",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", nargs="?", help="Python file with loop-nest functions")
     p.add_argument("--function", help="analyze only this function of FILE")
     p.add_argument("--einsum", help="analyze an einsum contraction instead of a file, e.g. 'ij,jk->ik'")

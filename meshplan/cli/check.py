@@ -22,7 +22,7 @@ EXAMPLES = """\
 examples:
   meshplan check examples/programs/fig3c_reduce_allreduce_broadcast.txt \\
       --system rack=1,server=2,cpu=2,gpu=4 --axes 4,4 --reduce 1 --matrix '[[1,1,2,2],[1,2,1,2]]'
-  meshplan check prog.txt --system a100-2x16 --axes 2,16 --reduce 0 --matrix '[[1,2],[2,8]]' --json
+  meshplan check examples/programs/blueconnect_a100.txt --system a100-2x16 --axes 32 --reduce 0 --json
   meshplan check plan.json                      # every program of `solve placement --export plan.json`
   meshplan check plan.json --placement 0 --program 0,1
 """

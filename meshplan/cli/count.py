@@ -7,10 +7,18 @@ See docs/count.md for the output and the JSON format.
 
 from __future__ import annotations
 
+import argparse
+
 from meshplan.cli.common import add_common_flags, console, print_json
 from meshplan.models.core.errors import ModelError, VerificationError
 
 __all__ = ["register", "run", "parse_values"]
+
+EXAMPLES = """\
+examples:
+  meshplan count examples/loops/counting/prefix_sum.py --params n=1024,p=16
+  meshplan count examples/loops/counting/prefix_sum.py --json
+"""
 
 
 def register(subparsers) -> None:
@@ -19,7 +27,8 @@ def register(subparsers) -> None:
         description="Count how often every statement of plain Python loop nests runs, symbolically in the "
                     "parameters and the process count p (thesis chapter 2): affine while/for loops, "
                     "multiplicative updates, rank-parallel loops; work W = N(p=1), depth D = N(p->oo), "
-                    "efficiency E_p = W/(p N) and the available parallelism.")
+                    "efficiency E_p = W/(p N) and the available parallelism.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="Python file with one or more functions")
     p.add_argument("--function", help="analyze only this function of FILE")
     p.add_argument("--params", default="", help="values to evaluate at, e.g. n=1024,p=16 (also u1=… for unknown loops)")

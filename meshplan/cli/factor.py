@@ -13,11 +13,20 @@ names the step and block).  See docs/factor.md for the JSON fields.
 
 from __future__ import annotations
 
+import argparse
+
 from meshplan.cli.common import (add_common_flags, add_np_flag, add_repeats_flag, console, parse_baselines,
                                  print_run_report)
 from meshplan.models.core.errors import ModelError
 
 __all__ = ["register", "run"]
+
+EXAMPLES = """\
+examples:
+  meshplan factor lu 512 --np 8                    # grid, block and words per rank vs the bound
+  meshplan factor cholesky 256 --np 8 --memory 20000 --json
+  meshplan factor lu 512 --np 4 --grid 2,2,1 --block 16 --run --baseline 2d   # and on MPI
+"""
 
 
 def register(subparsers) -> None:
@@ -25,7 +34,8 @@ def register(subparsers) -> None:
         "factor", help="plan (and run) a distributed LU / Cholesky factorization (COnfLUX, COnfCHOX)",
         description="Choose the 2.5-D grid and block size of COnfLUX (LU with tournament pivoting) or "
                     "COnfCHOX (Cholesky) for an N×N matrix on P ranks (thesis ch. 4), and optionally run it "
-                    "on MPI next to a 2-D block-cyclic factorization and ScaLAPACK.")
+                    "on MPI next to a 2-D block-cyclic factorization and ScaLAPACK.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("kind", choices=("lu", "cholesky"), help="the factorization")
     p.add_argument("N", type=int, help="matrix order")
     add_np_flag(p, required=True, help="number of MPI ranks")

@@ -11,11 +11,20 @@ counters measured and the time.  See docs/matmul.md for the JSON fields.
 
 from __future__ import annotations
 
+import argparse
+
 from meshplan.cli.common import (add_common_flags, add_dtype_flag, add_np_flag, add_repeats_flag, console,
                                  parse_baselines, print_run_report)
 from meshplan.models.core.errors import ModelError
 
 __all__ = ["register", "run", "report"]
+
+EXAMPLES = """\
+examples:
+  meshplan matmul 1300 1300 1300 --np 65            # COSMA's grid vs SUMMA and the bound
+  meshplan matmul 256 256 256 --np 8 --json
+  meshplan matmul 256 256 256 --np 4 --run --baseline summa   # and on MPI
+"""
 
 
 def register(subparsers) -> None:
@@ -23,7 +32,8 @@ def register(subparsers) -> None:
         "matmul", help="plan (and run) a distributed matrix multiplication (COSMA grids, SUMMA, ScaLAPACK)",
         description="Choose the communication-optimal processor grid for C = A·B (A is M×K, B is K×N) on P "
                     "ranks with CP-SAT (thesis ch. 3, COSMA), and optionally run it on MPI next to 2-D SUMMA "
-                    "and ScaLAPACK's pdgemm.")
+                    "and ScaLAPACK's pdgemm.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("M", type=int, help="rows of A and C")
     p.add_argument("N", type=int, help="columns of B and C")
     p.add_argument("K", type=int, help="columns of A, rows of B")

@@ -8,11 +8,20 @@ ranks and reports verification, peak memory and time.  See docs/redistribute.md.
 
 from __future__ import annotations
 
+import argparse
+
 from meshplan.cli.common import (add_common_flags, add_dtype_flag, add_np_flag, add_repeats_flag, console,
                                  print_json)
 from meshplan.models.core.units import format_bytes, format_seconds
 
 __all__ = ["register", "run", "DTYPES"]
+
+EXAMPLES = """\
+examples:
+  meshplan redistribute '[3{x}12,2{y}12]' '[2{y}12,3{x}12]' --mesh x=4,y=6 --baseline
+  meshplan redistribute '[64{x,y}1024,128]' '[1024,8{x,y}128]' --mesh x=4,y=4 --json
+  meshplan redistribute '[16{y}32,16,16{x}64]' '[32,2{x,y}16,64]' --mesh x=4,y=2 --run   # and on MPI
+"""
 
 #: element types of ``--dtype`` (``meshplan.models.core.dtypes.DTYPE_BYTES``; a test checks they agree)
 DTYPES = ("bf16", "f16", "f32", "f64", "i16", "i32", "i64", "i8")
@@ -25,7 +34,8 @@ def register(subparsers) -> None:
         help="plan (and run) a memory-bounded redistribution of a distributed array",
         description="Synthesise a sequence of collectives that redistributes an array from type SRC to "
                     "type DST (paper syntax, e.g. '[64{x,y}1024,128]') without ever holding more per "
-                    "device than the larger of the two tiles.")
+                    "device than the larger of the two tiles.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("src", metavar="SRC", help="source type, e.g. '[3{x}12,2{y}12]'")
     p.add_argument("dst", metavar="DST", help="target type, e.g. '[2{y}12,3{x}12]'")
     p.add_argument("--mesh", required=True, help="mesh axes, e.g. x=4,y=6")

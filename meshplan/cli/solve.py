@@ -29,7 +29,9 @@ def register(sub) -> None:
     from meshplan.models.core.presets import PRESETS
 
     solve = sub.add_parser("solve", help="solve a planning question (placement)",
-                           description="Solve a planning question.")
+                           description="Solve a planning question.",
+                           epilog="examples:\n  meshplan solve placement --system a100-4x16 --axes 4,16 --reduce 0\n",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     objects = solve.add_subparsers(dest="object", metavar="<question>")
     p = objects.add_parser(
         "placement",

@@ -12,18 +12,34 @@ suite on N ranks and reports pass/fail per case (exit 1 if any fails).  See docs
 
 from __future__ import annotations
 
+import argparse
+
 from meshplan.cli.common import add_common_flags, add_dtype_flag, add_np_flag, console, print_json
 
 __all__ = ["register", "run_halo", "run_check"]
+
+HALO_EXAMPLES = """\
+examples:
+  meshplan tensor halo --partition 1,1,4 --shape 1,1,10 --kernel 7 --padding 3
+  meshplan tensor halo --partition 1,1,2,2 --shape 1,1,16,16 --kernel 3 --stride 2 --json
+"""
+CHECK_EXAMPLES = """\
+examples:
+  meshplan tensor check --np 4                  # every adjoint and layer case on 4 MPI ranks
+  meshplan tensor check --np 2 --suite adjoint --json
+"""
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("tensor", help="halo planning and MPI checks of the DistDL tensor primitives",
                               description="DistDL-style tensor primitives: halo geometry of a partitioned "
-                                          "convolution/pooling and the adjoint/layer check suite on MPI.")
+                                          "convolution/pooling and the adjoint/layer check suite on MPI.",
+                              epilog=HALO_EXAMPLES + CHECK_EXAMPLES.replace("examples:\n", ""),
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="tensor_command", metavar="<object>")
     h = sub.add_parser("halo", help="per-rank halo widths, needed input range and bytes of a window",
-                       description="Halo geometry of a convolution or pooling window on a partitioned tensor.")
+                       description="Halo geometry of a convolution or pooling window on a partitioned tensor.",
+                       epilog=HALO_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     h.add_argument("--partition", required=True, help="parts per tensor dimension, e.g. 1,1,4")
     h.add_argument("--shape", required=True, help="global tensor shape, e.g. 1,1,10 (batch, channel, spatial…)")
     h.add_argument("--kernel", required=True, help="kernel size: one value or one per spatial dimension")
@@ -36,7 +52,8 @@ def register(subparsers) -> None:
     h.set_defaults(func=run_halo)
     c = sub.add_parser("check", help="run the adjoint and layer-equivalence suite on N MPI ranks",
                        description="Dot-product adjoint test of every primitive (<= 1e-13, f64, bytes equal to "
-                                   "the model) and every layer against the sequential reference (<= 1e-12).")
+                                   "the model) and every layer against the sequential reference (<= 1e-12).",
+                       epilog=CHECK_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_np_flag(c, required=True, help="number of MPI ranks")
     c.add_argument("--suite", choices=("all", "adjoint", "layers"), default="all", help="which cases to run")
     c.add_argument("--timeout", type=float, default=600.0, help="kill the MPI job after this many seconds")
