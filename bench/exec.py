@@ -19,12 +19,28 @@
 Prints a table and writes bench/results/exec.json (and the calibrated system
 file bench/results/exec-calibrated-system.json that the simulation reads).  Timings on a shared or
 oversubscribed machine are noisy; compare ratios measured side by side.
+
+``--validate`` instead validates the calibrated simulator the way a noisy shared
+machine allows (docs/calibrate.md, "Validation on this machine"): 4 ranks
+(``node=2,gpu=2``), 16 MiB per rank, MPICH's progress throttle
+(``MPIR_CVAR_CH4_PROGRESS_THROTTLE=1``) and hydra's core binding
+(``HYDRA_BINDING=core``, = ``mpiexec -bind-to core``); every program of the
+placement (axes ``4``, reduce ``0``) is measured in two independent ``mpiexec``
+launches (passes), and the report puts the simulator's rank correlation with the
+measured times next to the test–retest correlation of the two passes (the
+ceiling any model can reach on this machine) and two flat baselines: time ∝
+bytes handed to MPI per rank (no topology, no latency) and the simulator on a
+one-link system (every level the same calibrated link).  ``--control`` also
+measures with MPICH's defaults (no throttle, no binding), its launches
+interleaved with the tuned ones.  Writes bench/results/exec-validation.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -73,7 +89,15 @@ def main(argv=None) -> int:
     ap.add_argument("--pairs", type=int, default=None, help="AllReduce pairs (meshplan, hand-written)")
     ap.add_argument("--rounds", type=int, default=None,
                     help="run the program list this many times, spread over the launch (default 2; --quick 1)")
+    ap.add_argument("--validate", action="store_true",
+                    help="validate the calibrated simulator: 4 ranks, 16 MiB, throttled progress, core binding, "
+                         "two measurement passes (test-retest) and flat baselines")
+    ap.add_argument("--passes", type=int, default=2, help="--validate: independent measurement passes (default 2)")
+    ap.add_argument("--control", action="store_true",
+                    help="--validate: also measure with MPICH's defaults (no throttle, no binding), interleaved")
     args = ap.parse_args(argv)
+    if args.validate:
+        return validate(args)
     shape = System.parse("node=2,gpu=4" if args.quick else "node=4,gpu=4")
     axes = (2, 4) if args.quick else (4, 4)
     reduce = (1,) if args.quick else (0,)
@@ -163,6 +187,160 @@ def main(argv=None) -> int:
                      for i, pr in enumerate(pl.programs)],
     }, indent=1) + "\n")
     print(f"wrote {RESULTS}")
+    return 0
+
+
+#: MPICH/hydra settings of the validation runs (docs/calibrate.md): throttled progress polling (a waiting rank
+#: usleeps after this many fruitless polls instead of spinning on a core another rank needs) and core binding
+VALIDATION_ENV = {"MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
+                  "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "256",
+                  "HYDRA_BINDING": "core"}
+#: the configurations ``--validate`` compares: the tuned one, and (``--control``) MPICH's defaults
+CONFIGS = {"tuned": VALIDATION_ENV, "default": {}}
+VALIDATION_RESULTS = RESULTS.with_name("exec-validation.json")
+
+
+@contextlib.contextmanager
+def _environment(extra: dict):
+    """The launcher passes this process's environment on to mpiexec and the ranks; set ``extra`` for one
+    launch (and make sure the other configuration's variables are absent)."""
+    names = {k for env in CONFIGS.values() for k in env}
+    saved = {k: os.environ.get(k) for k in names}
+    for k in names:
+        os.environ.pop(k, None)
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _one_link(shape: System, cal: dict) -> System:
+    """The flat-topology baseline: every level gets the same link (the mean of the fitted ones)."""
+    fits = [lv["fit"] for lv in cal["levels"] if lv["fit"]["ok"]] or [lv["loaded"] for lv in cal["levels"]]
+    bw = statistics.fmean(max(f["bandwidth"], 1.0) for f in fits)
+    lat = statistics.fmean(max(f["latency"], 0.0) for f in fits)
+    return System(tuple(Level(lv.name, lv.size, (Interconnect("switch", bw, lat),)) for lv in shape.levels))
+
+
+def _per_collective(system: System, shape: System, cal: dict, pr, nbytes: int, chunks: int) -> float:
+    """A diagnostic, not a model: the simulator's step times scaled by the calibration's measured/simulated
+    ratio of that collective over groups varying that level (geometric mean over the levels a group spans),
+    i.e. how well the simulator's structure ranks programs once each collective's own speed on this MPI is
+    known.  The simulator itself has one latency and bandwidth per level."""
+    ratio = {(c["level"], c["collective"]): c["measured_s"] / c["simulated_s"] for c in cal["collectives"]
+             if c["simulated_s"] > 0}
+    sim = simulate(system, pr.lowered, bytes_per_device=nbytes, chunks=chunks)
+    total = 0.0
+    for st, t in zip(pr.lowered.steps, sim.steps):
+        coords = [shape.coords(d) for d in st.groups[0]]
+        varying = [shape.levels[j].name for j in range(len(shape.levels)) if len({c[j] for c in coords}) > 1]
+        rs = [ratio[(lv, str(st.collective))] for lv in varying if (lv, str(st.collective)) in ratio] or [1.0]
+        total += t.time_s * statistics.geometric_mean(rs)
+    return total
+
+
+def _report(name: str, shape: System, axes, reduce, nbytes: int, cal: dict, per_pass: list, runs: list) -> dict:
+    """Correlations of one configuration: simulator, test-retest, flat baselines."""
+    system = cal["system"]
+    study = solve_placement(system, axes, reduce, max_size=_report.max_size, bytes_per_device=nbytes)
+    pl = max(study.placements, key=lambda p: len(p.programs))
+    measured = [statistics.median(col) for col in zip(*per_pass)]
+    simulated = [pr.time.time_s for pr in pl.programs]
+    flat_bytes = [max(run.bytes_per_rank) for run in runs]
+    flat_link = _one_link(shape, cal["calibration"])
+    one_link = [simulate(flat_link, pr.lowered, bytes_per_device=nbytes, chunks=len(pl.reduction_groups[0])).time_s
+                for pr in pl.programs]
+    chunks = len(pl.reduction_groups[0])
+    scaled = [_per_collective(system, shape, cal["calibration"], pr, nbytes, chunks) for pr in pl.programs]
+    passes = len(per_pass)
+    retest = [spearman(per_pass[a], per_pass[b]) for a in range(passes) for b in range(a + 1, passes)]
+    # a model is compared with one pass at a time too, so that it meets the same noise as test-retest
+    sim_single = [spearman(pp, simulated) for pp in per_pass]
+    flat_single = [spearman(pp, flat_bytes) for pp in per_pass]
+    rho = {"test-retest (one pass vs another)": statistics.fmean(retest),
+           "simulator vs one pass": statistics.fmean(sim_single),
+           "flat (bytes per rank only) vs one pass": statistics.fmean(flat_single),
+           "simulator vs median of passes": spearman(measured, simulated),
+           "flat (bytes per rank only) vs median": spearman(measured, flat_bytes),
+           "flat (one link for all levels) vs median": spearman(measured, one_link),
+           "diagnostic: simulator x per-collective ratios vs median": spearman(measured, scaled)}
+    spread = [max(c) / min(c) for c in zip(*per_pass)]
+    return {"env": CONFIGS[name], "spearman": rho, "test_retest_pairs": retest, "simulator_per_pass": sim_single,
+            "pass_ratio_median": statistics.median(spread), "pass_ratio_max": max(spread),
+            "calibrated_system": system.to_dict(), "calibration": cal["calibration"],
+            "distinct_simulated": len(set(round(x, 12) for x in simulated)),
+            "verified": sum(r.verified for r in runs),
+            "programs": [{"id": i, "text": str(pr.program), "measured_median_s": measured[i],
+                          "pass_median_s": [pp[i] for pp in per_pass], "simulated_s": simulated[i],
+                          "one_link_s": one_link[i], "per_collective_scaled_s": scaled[i], "bytes_per_rank": list(runs[i].bytes_per_rank)}
+                         for i, pr in enumerate(pl.programs)]}
+
+
+def validate(args) -> int:
+    """``--validate``: see the module docstring.  The configurations' launches alternate (calibration,
+    then pass 1 of each, pass 2 of each, …), so a change in the machine's load hits both alike."""
+    shape, axes, reduce = System.parse("node=2,gpu=2"), (4,), (0,)
+    nbytes = parse_bytes(args.bytes if args.bytes != "1MiB" else "16MiB")
+    repeat = args.repeat or (2 if args.quick else 3)
+    _report.max_size = args.max_size or (3 if args.quick else 4)
+    passes = max(args.passes, 2)
+    names = ["tuned", "default"] if args.control else ["tuned"]
+    n = shape.num_devices
+    t0 = time.perf_counter()
+    cals = {}
+    for name in names:
+        with _environment(CONFIGS[name]):
+            cals[name] = calibrate(shape, nbytes=nbytes, iters=3 if args.quick else 5, timeout_s=3000)
+    # the programs: synthesized on the shape (their lowered steps do not depend on the calibration)
+    study = solve_placement(cals["tuned"]["system"], axes, reduce, max_size=_report.max_size, bytes_per_device=nbytes)
+    pl = max(study.placements, key=lambda p: len(p.programs))
+    P = len(pl.programs)
+    specs = [ProgramSpec(f"p{i}", pr.lowered, pl.reduction_groups) for i, pr in enumerate(pl.programs)]
+    per_pass = {name: [] for name in names}
+    runs = {}
+    for k in range(passes):
+        for name in names:
+            # each pass is its own mpiexec launch; the program order is rotated so no program always runs first
+            order = list(range(P))[k * P // passes:] + list(range(P))[:k * P // passes]
+            with _environment(CONFIGS[name]):
+                out = run_programs([specs[i] for i in order], np=n, nbytes=nbytes, repeats=repeat, dtype="float32",
+                                   timeout_s=6000)
+            by_name = {r.name: r for r in out}
+            runs.setdefault(name, [by_name[s.name] for s in specs])
+            if not all(r.verified for r in out):
+                print(f"UNVERIFIED ({name}, pass {k}): {[(r.name, r.reason) for r in out if not r.verified][:3]}",
+                      file=sys.stderr)
+            per_pass[name].append([by_name[s.name].time_median_s for s in specs])
+    t_all = time.perf_counter() - t0
+    reports = {name: _report(name, shape, axes, reduce, nbytes, cals[name], per_pass[name], runs[name])
+               for name in names}
+    print(f"validation on {shape.short()} ({n} ranks), axes {list(axes)} reduce {list(reduce)}, placement "
+          f"{pl.matrix.tolist()}: {P} programs, {nbytes} B float32 per rank, median of {repeat} timed runs, "
+          f"{passes} independent launches per configuration; {t_all:.0f} s in all; load average "
+          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    for name in names:
+        env = " ".join(f"{k}={v}" for k, v in CONFIGS[name].items()) or "MPICH defaults, no binding"
+        print(f"  {name}: {env}")
+    print(f"{'Spearman rank correlation with the measured times':56}" + "".join(f" {name:>8}" for name in names))
+    for label in reports[names[0]]["spearman"]:
+        print(f"{label:56}" + "".join(f" {reports[name]['spearman'][label]:8.3f}" for name in names))
+    for name in names:
+        r = reports[name]
+        print(f"{name}: a program's median differs between passes by x{r['pass_ratio_median']:.2f} (median), "
+              f"x{r['pass_ratio_max']:.2f} (max); {r['distinct_simulated']} distinct simulated times of {P}; "
+              f"verified {r['verified']} of {P}; simulator vs each pass "
+              + ", ".join(f"{x:.3f}" for x in r["simulator_per_pass"]))
+    VALIDATION_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    VALIDATION_RESULTS.write_text(json.dumps({
+        "system": shape.short(), "ranks": n, "axes": list(axes), "reduce": list(reduce), "bytes": nbytes,
+        "repeat": repeat, "passes": passes, "placement": pl.matrix.tolist(), "seconds": t_all,
+        "load_average_after": os.getloadavg(), "configs": reports}, indent=1) + "\n")
+    print(f"wrote {VALIDATION_RESULTS}")
     return 0
 
 
