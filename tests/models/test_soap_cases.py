@@ -40,15 +40,16 @@ def test_every_tile_is_covered_by_a_case_whose_terms_equal_the_max():
     """For any tile sizes some case's constraints hold, and there its product terms equal the max terms."""
     _, prob = _problem(CONV, ("Out",))
     cases = split_cases(prob)
+    full_expr, case_exprs = prob.access_expr(), {id(c): c.access_expr() for c in cases}
     for vals in itertools.product([1, 2, 5], repeat=len(prob.classes)):
         D = {prob.symbols[c]: sp.Integer(v) for c, v in zip(prob.classes, vals)}
         Dn = dict(zip(prob.classes, vals))
-        full = prob.access_expr().subs(D)
+        full = full_expr.xreplace(D)  # exact, like subs, and ten times faster on these expressions
         ok = [c for c in cases if all(sp.Mul(*[sp.Integer(Dn[v]) ** e for v, e in g]) <= 1
                                       for g in c.constraints)]
         assert ok
         for c in ok:
-            assert c.access_expr().subs(D) == full
+            assert case_exprs[id(c)].xreplace(D) == full
 
 
 def test_union_cases_order_the_parts():
