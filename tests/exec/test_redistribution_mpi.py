@@ -32,6 +32,7 @@ def _jobs(seed: int, n: int, max_rank: int):
     return jobs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,max_rank", [(11, 3), (12, 4)])
 def test_random_programs_verify_on_8_ranks(seed, max_rank):
     jobs = _jobs(seed, 110, max_rank)  # 2 launches x 110 problems x 2 programs

@@ -9,7 +9,7 @@ import pytest
 
 from meshplan.exec.runtime.launch import run_job
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]  # importing torch and jax on 2 ranks: ~30-50 s
 
 
 @pytest.fixture(scope="module")

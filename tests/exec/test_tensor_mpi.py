@@ -11,7 +11,7 @@ from meshplan.models.tensor.cases import DISTDL_FAILURES, adjoint_cases, layer_c
 
 pytestmark = pytest.mark.mpi
 MODULE = "meshplan.exec.tensor.rank_main"
-RANKS = (2, 3, 4, 8)
+RANKS = (2, 3, 4, pytest.param(8, marks=pytest.mark.slow))  # 8 ranks on 2 cores: ~15 s
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,7 @@ programs = st.lists(st.one_of(instructions, groups_steps()), min_size=1, max_siz
     lambda items: TextProgram(tuple(items)))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(programs)
 def test_round_trip(p):

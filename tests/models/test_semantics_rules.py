@@ -207,6 +207,7 @@ def _buffers(states, n, k, x):
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(st.one_of(reducible(), group_states(sparse=True), group_states()),
        st.sampled_from(COLLECTIVES), st.integers(0, 2**32 - 1))
@@ -252,6 +253,7 @@ def _damaged(bufs, k) -> bool:
     return False
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(st.one_of(reducible(), group_states(sparse=True), group_states()),
        st.sampled_from([c for c in COLLECTIVES if c != "Broadcast"]))
