@@ -7,8 +7,9 @@
    must be equal — and the time next to the plain mpi4py collective moving the same payload (Allreduce,
    Alltoallv, Bcast, Reduce, Allgather), timed interleaved in one launch (median of the slowest rank).  The
    primitive writes into a preallocated output (``out=``, as the baseline reuses its receive buffer); the
-   time with a fresh output array per call is reported too.  Times on a shared, oversubscribed machine are
-   noisy; the ratio is what to read.
+   time with a fresh output array per call is reported too, and the baseline runs twice per round (an A/A
+   control: how far noise alone moves a ratio).  Times on a shared, oversubscribed machine are noisy; the
+   ratios are what to read.
 2. A small CNN (conv → relu → max-pool → conv → relu → repartition → linear) trained for a few SGD steps on
    N ranks through the torch adapter, next to the same model in sequential torch: the two loss curves.
 Writes bench/results/tensor.json.
@@ -31,19 +32,21 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one payload size, few repeats")
     ap.add_argument("--np", type=int, default=4, help="MPI ranks (default 4)")
-    ap.add_argument("--repeats", type=int, default=None, help="timed repeats per primitive (default 9; 5 with --quick)")
+    ap.add_argument("--repeats", type=int, default=None, help="timed repeats per primitive (default 25; 5 with --quick)")
     args = ap.parse_args(argv)
     sizes = [1 << 20] if args.quick else [1 << 20, 1 << 22, 1 << 24]
-    repeats = args.repeats or (5 if args.quick else 9)
+    repeats = args.repeats or (5 if args.quick else 25)
     prim = run_job(args.np, "meshplan.exec.tensor.bench_rank", {"sizes": sizes, "repeats": repeats}, timeout_s=1200)
     rows = prim["rows"]
     print(f"tensor primitives on {args.np} ranks (times: median of the slowest rank, {repeats} repeats)")
     blank = lambda v, f=1.0: "" if v is None else v * f
     print_table(["primitive", "MPI calls", "bytes/rank", "bytes sent (all ranks)", "= model", "meshplan ms",
-                 "mpi4py ms", "ratio", "ratio (new array)"],
+                 "mpi4py ms", "ratio", "ratio (new array)", "A/A control"],
                 [[r["primitive"], r["lowering"], r["bytes_per_rank"], r["bytes_sent_total"],
                   "yes" if r["bytes_equal_model"] else "NO", r["time_s"] * 1e3, blank(r["baseline_s"], 1e3),
-                  blank(r["ratio"]), blank(r["ratio_new_array"])] for r in rows])
+                  blank(r["ratio"]), blank(r["ratio_new_array"]), blank(r["ratio_baseline_again"])] for r in rows])
+    print("ratio = meshplan (into a preallocated out=) / mpi4py; new array = a fresh output per call; "
+          "A/A control = the baseline's second run / its first (noise alone)")
     payload = {"np": args.np, "quick": args.quick, "primitives": rows}
     try:
         import torch  # noqa: F401

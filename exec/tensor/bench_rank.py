@@ -2,7 +2,8 @@
 counted by the runtime's ``CountingComm`` against the model (the primitive's lowering), and its time next to
 the plain mpi4py collective moving the same payload (timed interleaved in one launch, slowest rank,
 median).  The primitive is timed writing into a preallocated output (``out=``, as the baseline reuses its
-receive buffer) and, separately, allocating a fresh output per call.
+receive buffer) and, separately, allocating a fresh output per call; the baseline runs twice per round,
+and the ratio of its two medians (an A/A control) shows how far noise alone moves a ratio.
 
 JOB ``{"sizes": [1048576, …], "repeats": 7}``; rank 0 prints ``{"np", "rows": [...]}``.
 
@@ -35,13 +36,16 @@ def _row(ctx, name, prim, x, baseline, repeats, model_bytes):
     fns = {"meshplan": lambda: prim.forward(x, out=buf), "meshplan_new": lambda: prim.forward(x)}
     if baseline is not None:
         fns["mpi4py"] = baseline
+        fns["mpi4py_again"] = baseline        # an A/A control: the noise floor of the ratio
     t = time_interleaved(ctx.world, fns, repeats=repeats, warmup=1)
-    ours, new = t["meshplan"].median_s, t["meshplan_new"].median_s
-    base = t["mpi4py"].median_s if baseline is not None else None
+    med = {k: v.median_s for k, v in t.items()}
+    base = med.get("mpi4py")
+    rel = lambda k: (med[k] / base) if base else None
     return {"primitive": name, "lowering": getattr(getattr(prim, "lowering", None), "kind", "allreduce"),
             "bytes_sent_total": int(total), "bytes_equal_model": bool(exact),
-            "time_s": ours, "time_new_array_s": new, "baseline_s": base, "ratio": (ours / base) if base else None,
-            "ratio_new_array": (new / base) if base else None}
+            "time_s": med["meshplan"], "time_new_array_s": med["meshplan_new"], "baseline_s": base,
+            "ratio": rel("meshplan"), "ratio_new_array": rel("meshplan_new"),
+            "ratio_baseline_again": rel("mpi4py_again") if base else None}
 
 
 def _halo_by_hand(comm, x, ext) -> None:

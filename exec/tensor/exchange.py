@@ -136,7 +136,8 @@ class Exchange:
             dummy = np.empty(1, dtype=self.dtype)
             self.comm.Alltoallw([dummy if src is None or src.size == 0 else src, (sc, sd), st],
                                 [dummy if rbuf is None or rbuf.size == 0 else rbuf, (rc, rd), rt])
-        elif self.sends or self.recvs:
+            self._local(src, dst)
+        else:
             reqs = []
             for peer, dt, _ in self.recvs:
                 if self.add:
@@ -146,16 +147,20 @@ class Exchange:
                     reqs.append(self.comm.Irecv([rbuf, 1, dt], peer, _TAG))
             for peer, dt in self.sends:
                 reqs.append(self.comm.Isend([src, 1, dt], peer, _TAG))
-            MPI.Request.Waitall(reqs)
+            self._local(src, dst)      # overlaps the messages: local boxes never meet received ones
+            if reqs:
+                MPI.Request.Waitall(reqs)
+        if self.add:
+            for _, (off, shape), di in self.recvs:
+                dst[di] += rbuf[off:off + int(np.prod(shape))].reshape(shape)
+
+
+    def _local(self, src, dst) -> None:
         for si, di in self.local:
             if self.add:
                 dst[di] += src[si]
             else:
                 dst[di] = src[si]
-        if self.add:
-            for _, (off, shape), di in self.recvs:
-                dst[di] += rbuf[off:off + int(np.prod(shape))].reshape(shape)
-
 
     def free(self) -> None:
         """Release the committed datatypes (the exchange cannot run afterwards)."""
