@@ -186,3 +186,29 @@ def test_allsumreduce_groups_and_allgather():
 def test_bad_input_names_the_argument(bad, match):
     with pytest.raises(ModelError, match=match):
         bad()
+
+
+def test_lowering_choice_and_bytes():
+    from meshplan.models.tensor.lowering import (allgather_lowering, broadcast_lowering, reducescatter_lowering,
+                                                 sumreduce_lowering)
+    one, four = CartesianPartition((1,), (0,)), CartesianPartition.of((4,))
+    tr = broadcast_transfers(one, four, (10,))
+    low = broadcast_lowering(tr)
+    assert low.kind == "bcast" and [g.ranks for g in low.groups] == [(0, 1, 2, 3)]
+    assert low.bytes_sent(tr, 8) == {0: 80, 1: 0, 2: 0, 3: 0}          # the root's block, once (a tree)
+    # a permutation: every rank sends and receives, so the groups overlap -> the transfers themselves
+    perm = broadcast_transfers(CartesianPartition((1, 2), (0, 1)), CartesianPartition((1, 2), (1, 0)), (3, 4))
+    assert broadcast_lowering(perm).kind == "transfers"
+    assert broadcast_lowering(perm).bytes_sent(perm, 8) == {0: 48, 1: 48}
+    # sum-reduce into a rank that holds no input: it contributes zeros, so every member hands one block
+    sr = sumreduce_transfers(CartesianPartition((2,), (0, 1)), CartesianPartition((1,), (3,)), (5,))
+    low = sumreduce_lowering(sr)
+    assert low.kind == "reduce" and low.groups[0].ranks == (3, 0, 1)
+    assert low.bytes_sent(sr, 8) == {0: 40, 1: 40, 3: 40}
+    # all-gather: slabs along the first partitioned axis -> Allgatherv; blocks of 2-D tiles -> transfers
+    p = CartesianPartition.of((1, 3))
+    low = allgather_lowering(p, (1, 7), [1])
+    assert low.kind == "allgather" and low.bytes_sent(allgather_transfers(p, (1, 7), [1]), 8) == {0: 24, 1: 16, 2: 16}
+    assert reducescatter_lowering(p, (1, 7), [1]).bytes_sent((), 8) == {0: 56, 1: 56, 2: 56}
+    assert allgather_lowering(p, (2, 7), [1]).kind == "transfers"                # rows of 2: not slabs
+    assert allgather_lowering(CartesianPartition.of((2, 2)), (4, 4), [0, 1]).kind == "transfers"
