@@ -3,10 +3,10 @@ without pivoting and with a lower-half (gemmt-style) Schur update.
 
 Step ``t`` (block column ``J``, grid column ``py_t = t mod Py``, layer ``z0 = t mod Pz``):
 
-1. reduce the rows ``≥ tv`` of ``J`` over the layers onto ``[:, py_t, z0]`` (not at step 0: the
-   layers ``z > 0`` still hold zeros);
-2. the owner of the diagonal block factors it (potrf) and sends ``L00`` to the other holders of ``J``
-   that still own trailing rows (a non-positive pivot is recorded with its step and column);
+1. reduce the rows ``≥ tv`` of ``J`` over the layers onto ``[:, py_t, z0]``, of the diagonal block only
+   its lower triangle (not at step 0: the layers ``z > 0`` still hold zeros);
+2. the owner of the diagonal block factors it (potrf) and sends ``L00`` (its lower triangle) to the
+   other holders of ``J`` that still own trailing rows (a non-positive pivot is recorded with its step and column);
 3. the holders solve ``L10 = A10·L00⁻ᵀ``; each rank receives, once, the columns ``s_z`` of its layer
    of the L10 rows it needs (:func:`panel_rows`): the rows of its own rows (the row panel) and of
    its own columns (the column panel, ``L10ᵀ``) that the lower-half update reads;
@@ -64,18 +64,21 @@ def confchox(comm, lay: Layout, A: np.ndarray):
         buf = np.empty((len(need), hi - lo))
         if py == py_t:
             jl = lay.cols_from(c0).start
-            blk = reduce_column(comm, lay, A, ra, c0, vt, z0, T_COL)
+            blk = reduce_column(comm, lay, A, ra, c0, vt, z0, T_COL, tri=rr.start - ra.start)
         if holder:
             nd = (rr.start - ra.start)  # rows of J held here (vt on px_t, else 0)
             if px == px_t:
                 L00, bad = chol_block(blk[:nd])
                 if bad is not None and breakdown is None:
                     breakdown = (t, int(bad))
-                exchange(comm, [(g.rank(x, py, pz), L00) for x in range(Px)
+                low = L00[np.tril_indices(vt)]  # the lower triangle only
+                exchange(comm, [(g.rank(x, py, pz), low) for x in range(Px)
                                 if x != px and cyclic_count(c1, N, v, Px, x)], [], T_DIAG)
                 F[ra.start:rr.start, jl:jl + vt] = L00
             elif rr.stop > rr.start:
-                L00 = exchange(comm, [], [(g.rank(px_t, py, pz), (vt, vt))], T_DIAG)[0]
+                L00 = np.zeros((vt, vt))
+                L00[np.tril_indices(vt)] = exchange(comm, [], [(g.rank(px_t, py, pz), (vt * (vt + 1) // 2,))],
+                                                    T_DIAG)[0]
             L10 = np.linalg.solve(L00, blk[nd:].T).T if rr.stop > rr.start else np.empty((0, vt))
             F[rr, jl:jl + vt] = L10
             myrows = lay.rows[rr]

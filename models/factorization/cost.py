@@ -29,9 +29,10 @@ rows of the layers ``z > 0`` from layer 0; ``W`` goes only to the
 solves of A10 / A01 (lines 4, 6, 7, 9) are done where the reduced panel already lies, so their
 scatter of ``2(N-tv)v/p`` words (a lower-order term of Lemma 4.10) is not needed.
 
-COnfCHOX (section 4.7.5, Table 4.1): no pivoting, ``reduce_column`` as above, ``diagonal``
-``min(Px-1, K)·v_t²`` (L00 from its owner to the other holders of the column that still own
-trailing rows) and ``panels``: every rank receives each L10 row it needs once, for its rows and
+COnfCHOX (section 4.7.5, Table 4.1): no pivoting, ``reduce_column`` as above but without the strict
+upper triangle of the diagonal block (``(Pz-1)·(M·v_t - v_t(v_t-1)/2)``), ``diagonal``
+``min(Px-1, K)·v_t(v_t+1)/2`` (the triangle L00 from its owner to the other holders of the column
+that still own trailing rows) and ``panels``: every rank receives each L10 row it needs once, for its rows and
 its columns together, and only the rows the lower-half update reads (see :func:`confchox_cost`).
 
 The 2-D LU with partial pivoting (Table 4.2, ScaLAPACK/MKL/SLATE): per column a pivot search
@@ -159,8 +160,8 @@ def confchox_cost(problem: FactorProblem, grid: FactorGrid) -> Cost:
     short = v - (N - (n - 1) * v)  # how much narrower the last block is than v
     need = v * (_min_sum(K, Py) + _min_sum(K, Px) - K) - short * np.minimum(Py, K) * (K >= 1)
     held = v * np.maximum(0, K - Py + 1) - short * (K >= Py)
-    ph = {"reduce_column": _sum((Pz - 1) * M * vt * (t > 0)),
-          "diagonal": _sum(np.minimum(Px - 1, K) * vt * vt),
+    ph = {"reduce_column": _sum((Pz - 1) * (M * vt - vt * (vt - 1) // 2) * (t > 0)),
+          "diagonal": _sum(np.minimum(Px - 1, K) * vt * (vt + 1) // 2),
           "panels": _sum(vt * need - w0 * held)}
     return Cost("confchox", grid.p, ph)
 
