@@ -179,13 +179,14 @@ class BoundReport(Result):
 
 def analyze_bounds(source: Any, *, function: str | None = None, params: Any = None, strict: bool = False,
                    tiles: bool = True, time_limit_s: float = 3.0,
-                   schedule: bool = False) -> tuple[BoundReport, ...]:
+                   schedule: bool = False, progress: Any = None) -> tuple[BoundReport, ...]:
     """One :class:`BoundReport` per loop program of ``source`` (see :func:`load_programs`): the bound
     Q ≥ |V|(X0−S)/χ(X0) per statement and fused subgraph (thesis §5.3–5.5).  ``params``: sizes, fast
     memory ``S`` and processors ``p`` (``"N=4096,S=65536,p=16"`` or a dict) to evaluate the bound and, unless
     ``tiles=False``, compute integer tiles with CP-SAT (``time_limit_s`` per model).  ``strict`` rejects
     programs that need a projection of §5.5.  ``schedule`` adds the exact I/O of the tool's own tiled
-    schedule (LRU replay, :func:`schedule_json`; needs every size and ``S``, at sizes that make it cheap)."""
+    schedule (LRU replay, :func:`schedule_json`; needs every size and ``S``, at sizes that make it cheap).
+    ``progress(done, total, what)`` is called before each program's bound, tiles and schedule."""
     from meshplan.models.soap.access import SoapViolation
     from meshplan.solvers.soap.bound import analyze
 
@@ -198,7 +199,9 @@ def analyze_bounds(source: Any, *, function: str | None = None, params: Any = No
         raise ModelError(f"--params names {unknown[0]!r}, which is not a parameter of the program "
                          f"(parameters: {', '.join(sorted(known))})")
     reports = []
-    for prog in programs:
+    say = progress or (lambda done, total, what="": None)
+    for i, prog in enumerate(programs):
+        say(i, len(programs), f"{prog.name}: bound")
         try:
             res = analyze(prog)
         except SoapViolation as err:
@@ -211,8 +214,10 @@ def analyze_bounds(source: Any, *, function: str | None = None, params: Any = No
             if bad:
                 raise SoapViolation(bad[0].message + " (--strict forbids projections)",
                                     condition=bad[0].condition, statement=bad[0].statement)
+        say(i, len(programs), f"{prog.name}: evaluating" + (", CP-SAT tiles" if tiles and values else ""))
         doc = report_json(res, values, tiles=tiles, time_limit_s=time_limit_s)
         if schedule:
+            say(i, len(programs), f"{prog.name}: replaying the schedule")
             doc["schedule"] = schedule_json(res.program, doc, values)
         reports.append(BoundReport(**{k: freeze(v) for k, v in doc.items()}, analysis=res))
     return tuple(reports)

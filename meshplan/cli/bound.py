@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from meshplan.cli.common import add_common_flags, console, print_json, seconds
+from meshplan.cli.common import add_common_flags, console, print_json, progress, seconds
 
 __all__ = ["register", "run"]
 
@@ -61,8 +61,10 @@ def run(args) -> int:
         source = parse_einsum(args.einsum)
     else:
         source = args.file
-    reports = analyze_bounds(source, function=args.function, params=args.params, strict=args.strict,
-                             tiles=not args.no_tiles, time_limit_s=args.time_limit, schedule=args.schedule)
+    with progress(not args.json, "bounding", "program") as update:
+        reports = analyze_bounds(source, function=args.function, params=args.params, strict=args.strict,
+                                 tiles=not args.no_tiles, time_limit_s=args.time_limit, schedule=args.schedule,
+                                 progress=update)
     if args.json:
         print_json(reports[0].to_json() if len(reports) == 1 else {"programs": [r.to_json() for r in reports]})
     else:

@@ -153,3 +153,32 @@ def test_any_table_fits_and_keeps_every_word_whole(width, ncols, data):
                 assert any(w in ln for ln in lines), (w, out)
             if col.whole and len(cell) <= width - 20:  # a whole cell is never broken while it can fit
                 assert any(cell in ln for ln in lines), (cell, out)
+
+
+def test_progress_bar_shows_counts_on_a_terminal_only(monkeypatch, capsys):
+    import sys
+
+    from meshplan.cli.common import progress
+
+    with progress(True, "running", "program") as update:  # stderr is not a terminal here
+        assert update is None
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    with progress(False, "running", "program") as update:  # --json
+        assert update is None
+    with progress(True, "running on MPI", "program") as update:
+        update(2, 3, "0.1")
+    out, err = capsys.readouterr()
+    assert out == "" and "running on MPI" in err and "program" in err and "2/3" in err and "0.1" in err
+
+
+def test_bound_reports_progress_per_program(tmp_path):
+    from meshplan.api.soap import analyze_bounds
+
+    src = tmp_path / "two.py"
+    src.write_text("def a(N):\n    for i in range(N):\n        x[i] = y[i]\n\n\n"
+                   "def b(N):\n    for i in range(N):\n        for j in range(N):\n            C[i] += A[i, j]\n")
+    calls = []
+    reports = analyze_bounds(src, tiles=False, progress=lambda done, total, what="": calls.append((done, total, what)))
+    assert [r.program for r in reports] == ["a", "b"]
+    assert (0, 2, "a: bound") in calls and (1, 2, "b: bound") in calls
+    assert [c[0] for c in calls] == sorted(c[0] for c in calls) and all(t == 2 for _, t, _ in calls)
