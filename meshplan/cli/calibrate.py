@@ -60,32 +60,40 @@ def run(args) -> int:
 
 
 def _table(doc, args) -> None:
-    from rich.table import Table
+    from meshplan.cli.render import Column, print_table
 
     con = console()
     cal = doc["calibration"]
     con.print(f"[bold]calibration[/bold] on {cal['ranks']} ranks, {format_bytes(cal['bytes'])} messages, "
               f"{cal['iters']} repetitions (median)")
-    t = Table(title="per level: point to point (loaded = every rank exchanging at once) and the fit to the "
-                    "collectives (written to the file)")
-    for col in ("level", "latency idle", "bandwidth idle", "latency loaded", "bandwidth loaded", "latency fit",
-                "bandwidth fit", "fit error"):
-        t.add_column(col, justify="left" if col == "level" else "right")
+    columns = (Column("level", "left"),
+               Column("latency idle", explain="point to point between two ranks, the others idle"),
+               Column("bandwidth idle"),
+               Column("latency loaded", explain="the same while every rank exchanges with its partner at once"),
+               Column("bandwidth loaded"),
+               Column("latency fit", explain="the link that best reproduces the measured collectives (written "
+                                             "to the file)"),
+               Column("bandwidth fit"),
+               Column("fit error", explain="root mean square relative error of that fit"))
+    rows = []
     for lv in cal["levels"]:
         fit = lv["fit"]
-        t.add_row(lv["level"], format_seconds(lv["idle"]["latency"]), f"{lv['idle']['bandwidth'] / 1e9:.2f} GB/s",
-                  format_seconds(lv["loaded"]["latency"]), f"{lv['loaded']['bandwidth'] / 1e9:.2f} GB/s",
-                  format_seconds(fit["latency"]) if fit["ok"] else "-",
-                  f"{fit['bandwidth'] / 1e9:.2f} GB/s" if fit["ok"] else "-",
-                  f"{fit['rms_relative_error']:.0%}" if fit["ok"] else "no fit")
-    con.print(t)
-    t = Table(title="collectives over the groups that vary one level (all groups at once)")
-    for col in ("level", "collective", "group", "measured", "simulated", "ratio"):
-        t.add_column(col, justify="left" if col in ("level", "collective") else "right")
+        rows.append((lv["level"], format_seconds(lv["idle"]["latency"]), f"{lv['idle']['bandwidth'] / 1e9:.2f} GB/s",
+                     format_seconds(lv["loaded"]["latency"]), f"{lv['loaded']['bandwidth'] / 1e9:.2f} GB/s",
+                     format_seconds(fit["latency"]) if fit["ok"] else "-",
+                     f"{fit['bandwidth'] / 1e9:.2f} GB/s" if fit["ok"] else "-",
+                     f"{fit['rms_relative_error']:.0%}" if fit["ok"] else "no fit"))
+    print_table(con, columns, rows, title="per level")
+    columns = (Column("level", "left"), Column("collective", "left"),
+               Column("group", explain="ranks per group; every group of the level runs at once"),
+               Column("measured", explain="median time of the collective"),
+               Column("simulated", explain="the simulator's time on the fitted system"),
+               Column("ratio", explain="measured / simulated"))
+    rows = []
     for c in cal["collectives"]:
         ratio = c["measured_s"] / c["simulated_s"] if c["simulated_s"] else float("nan")
-        t.add_row(c["level"], c["collective"], str(c["group_size"]), format_seconds(c["measured_s"]),
-                  format_seconds(c["simulated_s"]), f"{ratio:.2f}")
-    con.print(t)
+        rows.append((c["level"], c["collective"], str(c["group_size"]), format_seconds(c["measured_s"]),
+                     format_seconds(c["simulated_s"]), f"{ratio:.2f}"))
+    print_table(con, columns, rows, title="collectives over the groups that vary one level")
     if args.output:
         con.print(f"system file written to {args.output}")
