@@ -217,21 +217,27 @@ def _run_schedule(args, path: Path) -> int:
 
 
 def _schedule_table(path: Path, sched, results, algo: str, nbytes: int) -> None:
-    from rich.markup import escape
-    from rich.table import Table
+    from meshplan.api.inputs import as_axis_names
+    from meshplan.cli.render import Column, matrix_lines, print_table
 
     con = console()
-    _say(con, f"{path}: {sched.system} ({sched.system.short()}), axes {list(sched.axes)}, reduce "
-              f"{list(sched.reduce)}; {len(results)} programs, simulated with {algo}, {format_bytes(nbytes)} "
-              "per device")
-    t = Table()
-    for col in ("placement", "program", "steps", "replay", "z3", "numpy", "time"):
-        t.add_column(col, justify="right" if col in ("placement", "program", "steps", "time") else "left")
-    for pl, pr, res in results:
-        t.add_row(escape(f"{pl.id} {pl.matrix}"), str(pr.id), str(res.verdict.steps),
-                  "valid" if res.valid else "invalid", res.proof.status if res.proof else "-",
-                  "correct" if res.numeric.correct else "wrong",
-                  format_seconds(res.time_s) if res.time_s is not None else "-")
-    con.print(t)
+    names = as_axis_names(sched.axis_names, len(sched.axes))
+    _say(con, f"{path}: {sched.system} ({sched.system.short()}), axes "
+              f"{', '.join(f'{n}={a}' for n, a in zip(names, sched.axes))}, reduce "
+              f"{','.join(names[r] for r in sched.reduce)}; {len(results)} programs, simulated with {algo}, "
+              f"{format_bytes(nbytes)} per device")
+    columns = (Column("pl", explain="placement index in the schedule"),
+               Column("matrix", "left", explain="its parallelism matrix, one line per axis (docs/solve.md)"),
+               Column("#", explain="program index inside the placement"),
+               Column("steps", explain="collectives in the program"),
+               Column("replay", "left", explain="the solver-free checker's verdict (P2 Figure 8)"),
+               Column("z3", "left", explain="the z3 proof's status (--no-proof skips it)"),
+               Column("numpy", "left", explain="the numeric referee on random data"),
+               Column("time", explain="simulated time"))
+    rows = [(str(pl.id), matrix_lines(pl.matrix.tolist(), names), str(pr.id), str(res.verdict.steps),
+             "valid" if res.valid else "invalid", res.proof.status if res.proof else "-",
+             "correct" if res.numeric.correct else "wrong",
+             format_seconds(res.time_s) if res.time_s is not None else "-") for pl, pr, res in results]
+    print_table(con, columns, rows)
     nvalid = sum(r.valid for _, _, r in results)
     _say(con, f"{nvalid} of {len(results)} programs valid")
