@@ -1,14 +1,12 @@
 """Run a set of :class:`~meshplan.models.tensor.plans.Transfer` s on MPI (DistDL paper, section 2.2.1:
 every primitive is send-receive pairs, its adjoint the same pairs reversed with an add).
 
-An :class:`Exchange` is built once per primitive and direction: every box a rank sends or receives
-becomes a committed MPI derived datatype over the local array (a subarray, or nested indexed types
-when a halo selects runs of a dimension), so nothing is packed or unpacked in Python — MPI reads the
-boxes from the input and, when copying, writes them straight into the output.  Adding receives (an
-adjoint) land in one preallocated buffer and are added afterwards.  Sparse plans (fewer remote boxes
-than ranks, e.g. halos) post one ``Isend``/``Irecv`` per box; dense plans (a repartition's all-to-all)
-make one ``Alltoallw`` over the communicator — every rank takes the same decision, from the plan alone.
-A transfer to itself is a local copy.  Received boxes are added in the plan's order, so sums are
+An :class:`Exchange` is built once per primitive and direction, with everything a call needs decided and
+allocated: contiguous boxes move in place (views of the input and output), strided boxes are packed into
+preallocated buffers on the send side and received through a committed MPI derived datatype (a
+subarray, or nested indexed types when a halo selects runs of a dimension), adding receives (an adjoint)
+land in one preallocated buffer.  One ``Isend``/``Irecv`` per remote box; a transfer to itself is a local
+copy, done while the messages are in flight.  Received boxes are added in the plan's order, so sums are
 deterministic, and the bytes handed to MPI are exactly the transfers' volumes.
 """
 
@@ -23,9 +21,12 @@ from mpi4py.util.dtlib import from_numpy_dtype
 from meshplan.models.tensor.partition import Box, box_shape, box_volume
 from meshplan.models.tensor.plans import Transfer
 
-__all__ = ["Exchange", "run_transfers", "reverse", "local_slices", "selection_type"]
+__all__ = ["Exchange", "run_transfers", "reverse", "local_slices", "selection_type", "PACK_LIMIT"]
 
 _TAG = 0x7E5
+
+#: strided send boxes up to this many bytes are packed by numpy (docs/tensor.md, "Benchmark")
+PACK_LIMIT = 2 << 20
 
 
 def local_slices(box: Box, origin: Sequence[int]) -> tuple[slice, ...]:
@@ -73,9 +74,35 @@ def selection_type(base: MPI.Datatype, shape: Sequence[int], runs) -> MPI.Dataty
     return t
 
 
+def _flat_range(t: Transfer, origin: Sequence[int], shape: Sequence[int]) -> tuple[int, int] | None:
+    """``(offset, count)`` of the transfer's elements if they are one contiguous stretch of a C-ordered
+    array of ``shape`` (element 0 at global ``origin``); None otherwise."""
+    if t.runs is not None:
+        return None
+    box = [(lo - o, hi - o) for (lo, hi), o in zip(t.box, origin)]
+    ext = [hi - lo for lo, hi in box]
+    k = next((i for i, e in enumerate(ext) if e > 1), len(ext) - 1)
+    if any(box[i] != (0, shape[i]) for i in range(k + 1, len(shape))):
+        return None
+    off, stride = 0, 1
+    for i in range(len(shape) - 1, -1, -1):
+        off += box[i][0] * stride
+        stride *= shape[i]
+    return off, int(np.prod(ext, dtype=np.int64))
+
+
 class Exchange:
-    """The transfers of one direction of a primitive, bound to this rank's arrays' boxes (collective
-    construction is not needed; :meth:`run` is collective over ``comm``)."""
+    """The transfers of one direction of a primitive, bound to this rank's arrays' boxes (construction is
+    local; :meth:`run` is collective over the ranks of the transfers).
+
+    A box that is one contiguous stretch of its array is sent or received in place (a view: MPICH moves
+    large contiguous messages between processes in a single copy, CMA).  A strided box up to
+    :data:`PACK_LIMIT` bytes is packed by numpy into a preallocated buffer just before its ``Isend`` (peers
+    in rotated order, so packing the next box overlaps the previous message) — measured on this machine,
+    faster than handing MPICH the strided datatype, which loses the single-copy path; a larger strided box
+    goes as its MPI datatype (MPICH then pipelines pack and unpack through cache-sized cells, faster than a
+    pack buffer that no longer fits the cache).  A strided box is received through its MPI datatype.  An adding exchange
+    receives into one preallocated buffer and adds in plan order."""
 
     def __init__(self, comm, transfers: Sequence[Transfer], src_box: Box | None, dst_box: Box | None, dtype,
                  *, add: bool) -> None:
@@ -85,91 +112,83 @@ class Exchange:
         base = from_numpy_dtype(self.dtype)
         so = None if src_box is None else [lo for lo, _ in src_box]
         do = None if dst_box is None else [lo for lo, _ in dst_box]
-        self.local, self.sends, self.recvs = [], [], []
-        remote, pairs, into_me, rvol = 0, set(), 0, 0
+        sshape = None if src_box is None else box_shape(src_box)
+        dshape = None if dst_box is None else box_shape(dst_box)
+        self.local, sends, self.recvs = [], [], []
+        into_me, rvol = 0, 0
         for t in transfers:
             if t.volume == 0:
                 continue
-            if t.src != t.dst:
-                remote += 1
-                pairs.add((t.src, t.dst))
             if t.dst == me:
                 into_me += t.volume
             if t.src == me and t.dst == me:
                 self.local.append((_index(t, so), _index(t, do)))
             elif t.src == me:
-                self.sends.append((t.dst, selection_type(base, box_shape(src_box), _local_runs(t, so))))
+                flat = _flat_range(t, so, sshape)
+                if flat is not None:
+                    sends.append((t.dst, ("flat",) + flat))
+                elif t.volume * self.dtype.itemsize <= PACK_LIMIT:
+                    sends.append((t.dst, ("pack", _index(t, so), np.empty(_selected_shape(t), self.dtype))))
+                else:
+                    sends.append((t.dst, ("type", selection_type(base, sshape, _local_runs(t, so)))))
             elif t.dst == me and add:
-                self.recvs.append((t.src, (rvol, _selected_shape(t)), _index(t, do)))
+                self.recvs.append((t.src, ("buf", rvol, _selected_shape(t)), _index(t, do)))
                 rvol += t.volume
             elif t.dst == me:
-                self.recvs.append((t.src, selection_type(base, box_shape(dst_box), _local_runs(t, do)), None))
+                flat = _flat_range(t, do, dshape)
+                self.recvs.append((t.src, ("flat",) + flat if flat else
+                                   ("type", selection_type(base, dshape, _local_runs(t, do))), None))
+        #: sends in rotated peer order (stable: boxes to one peer keep the plan's order, as their receives)
+        self.sends = sorted(sends, key=lambda s: (s[0] - me) % size)
         #: the receive buffer of an adding exchange (one, reused by every call)
         self._rbuf = np.empty(rvol, dtype=self.dtype) if add else None
-        # every rank decides alike: a dense plan (as many remote boxes as ranks, one per pair) -> Alltoallw
-        self.dense = remote >= size > 2 and len(pairs) == remote
         #: whether a copying exchange writes every element of the output (then it needs no initial fill)
         self.covers = (not add) and dst_box is not None and into_me == box_volume(dst_box)
-        if self.dense:
-            self._w = self._alltoallw_spec(size, base)
-
-    def _alltoallw_spec(self, size: int, base: MPI.Datatype):
-        item = base.Get_size()
-        sc, sd, st = [0] * size, [0] * size, [base] * size
-        rc, rd, rt = [0] * size, [0] * size, [base] * size
-        for peer, dt in self.sends:
-            sc[peer], st[peer] = 1, dt
-        for peer, dt, _ in self.recvs:
-            if self.add:
-                off, shape = dt
-                rc[peer], rd[peer] = int(np.prod(shape)), off * item
-            else:
-                rc[peer], rt[peer] = 1, dt
-        return (sc, sd, st), (rc, rd, rt)
 
     def run(self, src: np.ndarray | None, dst: np.ndarray | None) -> None:
         """Move every box from ``src`` (C-contiguous, this rank's input block or None) into ``dst``
         (C-contiguous output block or None): copied, or added to what ``dst`` holds."""
-        rbuf = self._rbuf if self.add else dst
-        if self.dense:
-            (sc, sd, st), (rc, rd, rt) = self._w
-            dummy = np.empty(1, dtype=self.dtype)
-            self.comm.Alltoallw([dummy if src is None or src.size == 0 else src, (sc, sd), st],
-                                [dummy if rbuf is None or rbuf.size == 0 else rbuf, (rc, rd), rt])
-            self._local(src, dst)
-        else:
-            reqs = []
-            for peer, dt, _ in self.recvs:
-                if self.add:
-                    off, shape = dt
-                    reqs.append(self.comm.Irecv(rbuf[off:off + int(np.prod(shape))], peer, _TAG))
-                else:
-                    reqs.append(self.comm.Irecv([rbuf, 1, dt], peer, _TAG))
-            for peer, dt in self.sends:
-                reqs.append(self.comm.Isend([src, 1, dt], peer, _TAG))
-            self._local(src, dst)      # overlaps the messages: local boxes never meet received ones
-            if reqs:
-                MPI.Request.Waitall(reqs)
-        if self.add:
-            for _, (off, shape), di in self.recvs:
-                dst[di] += rbuf[off:off + int(np.prod(shape))].reshape(shape)
-
-
-    def _local(self, src, dst) -> None:
-        for si, di in self.local:
+        reqs = []
+        for peer, (how, *where), _ in self.recvs:
+            if how == "buf":
+                off, shape = where
+                reqs.append(self.comm.Irecv(self._rbuf[off:off + int(np.prod(shape))], peer, _TAG))
+            elif how == "flat":
+                off, cnt = where
+                reqs.append(self.comm.Irecv(dst.reshape(-1)[off:off + cnt], peer, _TAG))
+            else:
+                reqs.append(self.comm.Irecv([dst, 1, where[0]], peer, _TAG))
+        flat_src = None if src is None else src.reshape(-1)
+        for peer, (how, *what) in self.sends:
+            if how == "flat":
+                off, cnt = what
+                reqs.append(self.comm.Isend(flat_src[off:off + cnt], peer, _TAG))
+            elif how == "pack":
+                index, buf = what
+                np.copyto(buf, src[index])
+                reqs.append(self.comm.Isend(buf, peer, _TAG))
+            else:
+                reqs.append(self.comm.Isend([src, 1, what[0]], peer, _TAG))
+        for si, di in self.local:      # overlaps the messages: local boxes never meet received ones
             if self.add:
                 dst[di] += src[si]
             else:
                 dst[di] = src[si]
+        if reqs:
+            MPI.Request.Waitall(reqs)
+        if self.add:
+            for _, (_, off, shape), di in self.recvs:
+                dst[di] += self._rbuf[off:off + int(np.prod(shape))].reshape(shape)
 
     def free(self) -> None:
         """Release the committed datatypes (the exchange cannot run afterwards)."""
-        for _, dt in self.sends:
-            dt.Free()
-        for _, dt, _ in self.recvs:
-            if isinstance(dt, MPI.Datatype):
-                dt.Free()
-        self.sends, self.recvs, self.dense = [], [], False
+        for _, (how, *where), _ in self.recvs:
+            if how == "type":
+                where[0].Free()
+        for _, (how, *what) in self.sends:
+            if how == "type":
+                what[0].Free()
+        self.sends, self.recvs = [], []
 
 
 def run_transfers(comm, me: int, transfers: Sequence[Transfer], src: np.ndarray | None, src_origin,
