@@ -40,9 +40,9 @@ def main(argv=None) -> int:
     rows = prim["rows"]
     print(f"tensor primitives on {args.np} ranks (times: median of the slowest rank, {repeats} repeats)")
     blank = lambda v, f=1.0: "" if v is None else v * f
-    print_table(["primitive", "MPI calls", "bytes/rank", "bytes sent (all ranks)", "= model", "meshplan ms",
+    print_table(["primitive", "baseline", "MPI calls", "bytes/rank", "bytes sent (all ranks)", "= model", "meshplan ms",
                  "mpi4py ms", "ratio", "ratio (new array)", "A/A control"],
-                [[r["primitive"], r["lowering"], r["bytes_per_rank"], r["bytes_sent_total"],
+                [[r["primitive"], r["baseline"], r["lowering"], r["bytes_per_rank"], r["bytes_sent_total"],
                   "yes" if r["bytes_equal_model"] else "NO", r["time_s"] * 1e3, blank(r["baseline_s"], 1e3),
                   blank(r["ratio"]), blank(r["ratio_new_array"]), blank(r["ratio_baseline_again"])] for r in rows])
     print("ratio = meshplan (into a preallocated out=) / mpi4py; new array = a fresh output per call; "

@@ -8,7 +8,7 @@ and the ratio of its two medians (an A/A control) shows how far noise alone move
 JOB ``{"sizes": [1048576, …], "repeats": 7}``; rank 0 prints ``{"np", "rows": [...]}``.
 
 Pairs: AllSumReduce vs ``Allreduce``; Repartition ``N×1 → 1×N`` (a transpose) vs ``Alltoallv`` of a
-pre-packed buffer; Broadcast ``1 → N`` vs ``Bcast``; SumReduce ``N → 1`` vs ``Reduce``; AllGather vs
+pre-packed buffer (no rearranging at all) and vs numpy's transpose into that buffer + ``Alltoallv``; Broadcast ``1 → N`` vs ``Bcast``; SumReduce ``N → 1`` vs ``Reduce``; AllGather vs
 ``Allgather``; ReduceScatter vs ``Reduce_scatter_block``; HaloExchange (kernel 5, feature dimension over N
 ranks) vs the same exchange written by hand (copy into the extended array, ``Isend``/``Irecv`` of the edges).
 """
@@ -27,7 +27,7 @@ from meshplan.exec.tensor.primitives import (AllGather, AllSumReduce, Broadcast,
 __all__ = ["handle"]
 
 
-def _row(ctx, name, prim, x, baseline, repeats, model_bytes):
+def _row(ctx, name, prim, x, baseline, repeats, model_bytes, baseline_name=""):
     before = ctx.counter.sent
     buf = prim.forward(x)                     # this rank's output block (None if it has none), reused below
     sent = ctx.counter.sent - before
@@ -41,7 +41,7 @@ def _row(ctx, name, prim, x, baseline, repeats, model_bytes):
     med = {k: v.median_s for k, v in t.items()}
     base = med.get("mpi4py")
     rel = lambda k: (med[k] / base) if base else None
-    return {"primitive": name, "lowering": getattr(getattr(prim, "lowering", None), "kind", "allreduce"),
+    return {"primitive": name, "baseline": baseline_name, "lowering": getattr(getattr(prim, "lowering", None), "kind", "allreduce"),
             "bytes_sent_total": int(total), "bytes_equal_model": bool(exact),
             "time_s": med["meshplan"], "time_new_array_s": med["meshplan_new"], "baseline_s": base,
             "ratio": rel("meshplan"), "ratio_new_array": rel("meshplan_new"),
@@ -75,7 +75,7 @@ def handle(ctx: RankContext, job: dict) -> dict:
         asr = AllSumReduce(P, [1])
         out = np.empty_like(x)
         r = _row(ctx, "AllSumReduce", asr, x, lambda: ctx.world.Allreduce(x, out, MPI.SUM), repeats,
-                 x.nbytes if N > 1 else 0)
+                 x.nbytes if N > 1 else 0, "Allreduce")
         rows.append({"bytes_per_rank": x.nbytes, **r})
         # repartition N×1 -> 1×N of an (m, m) matrix: a transpose, vs Alltoallv of a pre-packed buffer
         m = int(np.sqrt(n * N)) // N * N
@@ -88,36 +88,42 @@ def handle(ctx: RankContext, job: dict) -> dict:
         counts = [per] * N
         displs = [i * per for i in range(N)]
         model = rep.bytes_sent().get(me, 0)
-        r = _row(ctx, "Repartition", rep, xr,
-                 lambda: ctx.world.Alltoallv([sendb, counts, displs, MPI.DOUBLE], [recvb, counts, displs, MPI.DOUBLE]),
-                 repeats, model)
+        a2av = lambda: ctx.world.Alltoallv([sendb, counts, displs, MPI.DOUBLE], [recvb, counts, displs, MPI.DOUBLE])
+        r = _row(ctx, "Repartition", rep, xr, a2av, repeats, model, "Alltoallv (pre-packed)")
+        rows.append({"bytes_per_rank": xr.nbytes, **r})
+
+        def pack_a2av():                      # what a plain mpi4py program does: transpose, then Alltoallv
+            np.copyto(sendb, xr.reshape(m // N, N, m // N).transpose(1, 0, 2))
+            a2av()
+        r = _row(ctx, "Repartition", rep, xr, pack_a2av, repeats, model, "numpy pack + Alltoallv")
         rows.append({"bytes_per_rank": xr.nbytes, **r})
         # broadcast 1 -> N and sum-reduce N -> 1 of an n-vector
         b = Broadcast(mk((1,), [0]), mk((N,), allr), (n,))
         xb = rng.standard_normal(n) if me == 0 else None
         buf = rng.standard_normal(n)
         rows.append({"bytes_per_rank": n * 8, **_row(ctx, "Broadcast", b, xb, lambda: ctx.world.Bcast(buf, 0), repeats,
-                                                     b.bytes_sent().get(me, 0))})
+                                                     b.bytes_sent().get(me, 0), "Bcast")})
         s = SumReduce(mk((N,), allr), mk((1,), [0]), (n,))
         xs = rng.standard_normal(n)
         red = np.empty(n)
         rows.append({"bytes_per_rank": n * 8, **_row(ctx, "SumReduce", s, xs,
                                                      lambda: ctx.world.Reduce(xs, red, MPI.SUM, 0), repeats,
-                                                     s.bytes_sent().get(me, 0))})
+                                                     s.bytes_sent().get(me, 0), "Reduce")})
         # all-gather along the partitioned dimension
         ag = AllGather(mk((N,), allr), [0], (n * N,))
         xa = rng.standard_normal(ag.in_shape)
         gat = np.empty(n * N)
         rows.append({"bytes_per_rank": xa.nbytes, **_row(ctx, "AllGather", ag, xa,
                                                          lambda: ctx.world.Allgather(xa, gat), repeats,
-                                                         ag.bytes_sent().get(me, 0))})
+                                                         ag.bytes_sent().get(me, 0), "Allgather")})
         # reduce-scatter along the partitioned dimension (the adjoint of the all-gather)
         rsc = ReduceScatter(mk((N,), allr), [0], (n * N,))
         xg = rng.standard_normal(rsc.in_shape)
         part = np.empty(n)
         rows.append({"bytes_per_rank": xg.nbytes, **_row(ctx, "ReduceScatter", rsc, xg,
                                                          lambda: ctx.world.Reduce_scatter_block(xg, part, MPI.SUM),
-                                                         repeats, rsc.bytes_sent().get(me, 0))})
+                                                         repeats, rsc.bytes_sent().get(me, 0),
+                                                         "Reduce_scatter_block")})
         # halo exchange of a kernel-5 window over the feature dimension, vs the same by hand: copy the
         # block into the extended array and Isend/Irecv the two-element edges with the neighbours
         h = HaloExchange(mk((1, 1, N), allr), (1, 1, n * N), kernel=(1, 1, 5), padding=(0, 0, 2))
@@ -125,7 +131,7 @@ def handle(ctx: RankContext, job: dict) -> dict:
         ext = np.zeros(h.out_shape)
         rows.append({"bytes_per_rank": xh.nbytes, **_row(ctx, "HaloExchange", h, xh,
                                                          lambda: _halo_by_hand(ctx.world, xh, ext), repeats,
-                                                         h.bytes_sent().get(me, 0))})
+                                                         h.bytes_sent().get(me, 0), "by hand: copy + Isend/Irecv")})
         ctx.comms.trim(0)
     return {"np": N, "rows": rows}
 
