@@ -16,8 +16,9 @@ put side by side (docs/bound.md, "tightness certificate"):
   values — dependences, anti- and output dependences alike);
 * :func:`lru_io` replays the access stream (per instance: its reads, then its write) through an LRU
   memory of ``S`` words with write-back: a read of an absent element is a load, a written element is
-  dirty and costs a store when evicted or, at the end, when still dirty.  A write of an absent element
-  (``A[i] = …``) allocates it without a load.
+  dirty and costs a store when evicted (unless its value is dead: the element's next access overwrites
+  it) or, at the end, when still dirty.  A write of an absent element (``A[i] = …``) allocates it
+  without a load.  This is a valid red–blue pebbling, so its I/O bounds the optimum from above.
 
 Loop directions: the frontend normalizes ``range(hi, lo, -1)`` to an ascending loop (the SOAP bound does
 not depend on the order); the replay executes the model, i.e. ascending.
@@ -316,8 +317,9 @@ def _slots(trace: Trace, order: np.ndarray) -> np.ndarray:
 
 
 def lru_io(elements: np.ndarray, writes: np.ndarray, memory: int) -> IoCount:
-    """Loads and stores of the access stream through an LRU memory of ``memory`` words (write-back;
-    dirty words are stored when evicted and at the end)."""
+    """Loads and stores of the access stream through an LRU memory of ``memory`` words with write-back:
+    a dirty word is stored when evicted — unless its value is dead (the element's next access overwrites
+    it), which the red–blue pebble game may discard — and at the end (every final value is stored)."""
     if memory < 1:
         raise ModelError(f"fast memory S must be at least 1 word, got {memory}")
     n = int(elements.shape[0])
@@ -329,23 +331,29 @@ def lru_io(elements: np.ndarray, writes: np.ndarray, memory: int) -> IoCount:
     dirty = np.zeros(int(gid[-1]) + 1, dtype=bool)
     np.logical_or.at(dirty, gid, writes)
     first_read = ~writes[start]
-    cache: OrderedDict = OrderedDict()
+    ge = elements[start]
+    # does the element's next group start with a write (the value held after this group is dead)?
+    o = np.lexsort((np.arange(ge.shape[0]), ge))
+    same = ge[o][1:] == ge[o][:-1]
+    overwritten = np.zeros(ge.shape[0], dtype=bool)
+    overwritten[o[:-1][same]] = ~first_read[o[1:][same]]
+    cache: OrderedDict = OrderedDict()     # element -> 0 clean, 1 dirty and live, 2 dirty and dead
     move = cache.move_to_end
     pop = cache.popitem
     loads = stores = 0
-    for e, rd, dt in zip(elements[start].tolist(), first_read.tolist(), dirty.tolist()):
+    for e, rd, dt, dead in zip(ge.tolist(), first_read.tolist(), dirty.tolist(), overwritten.tolist()):
         if e in cache:
             move(e)
-            if dt:
-                cache[e] = True
+            if dt or cache[e]:
+                cache[e] = 2 if dead else 1
             continue
         if rd:
             loads += 1
-        cache[e] = dt
+        cache[e] = (2 if dead else 1) if dt else 0
         if len(cache) > memory:
-            if pop(last=False)[1]:
+            if pop(last=False)[1] == 1:
                 stores += 1
-    stores += sum(cache.values())
+    stores += sum(1 for v in cache.values() if v == 1)
     return IoCount(loads, stores, n, memory)
 
 

@@ -78,8 +78,10 @@ def naive_accesses(program, params, si, env):
 
 
 def naive_lru(stream_, memory):
+    """List-based LRU with write-back; an evicted dirty value is stored unless the element's next access
+    in the rest of the stream is a write (the value is dead)."""
     mem, dirty, loads, stores = [], set(), 0, 0
-    for key, w in stream_:
+    for pos, (key, w) in enumerate(stream_):
         if key in mem:
             mem.remove(key)
             mem.append(key)
@@ -89,8 +91,9 @@ def naive_lru(stream_, memory):
             if len(mem) > memory:
                 ev = mem.pop(0)
                 if ev in dirty:
-                    stores += 1
                     dirty.discard(ev)
+                    nxt = next((w2 for k2, w2 in stream_[pos + 1:] if k2 == ev), None)
+                    stores += 0 if nxt is True else 1
         if w:
             dirty.add(key)
     return loads, stores + len(dirty)
