@@ -138,7 +138,7 @@ def schedule(tmp_path_factory):
 @pytest.mark.parametrize("sig", SIGNALS, ids=["INT", "TERM"])
 def test_meshplan_run_interrupted(sig, schedule, tmp_path, capsys):
     capsys.readouterr()
-    argv = [_meshplan(), "run", str(schedule), "--repeats", "100000", "--bytes", "64KiB", "--json"]
+    argv = [_meshplan(), "run", str(schedule), "--repeats", "10000", "--bytes", "64KiB", "--json"]
     rc, err = _interrupt(argv, "meshplan.exec.reduction.rank_main", 4, sig, tmp_path)
     _expect_exit(sig, rc, err, cli=True)
 
@@ -146,14 +146,14 @@ def test_meshplan_run_interrupted(sig, schedule, tmp_path, capsys):
 @pytest.mark.parametrize("sig", SIGNALS, ids=["INT", "TERM"])
 def test_meshplan_redistribute_run_interrupted(sig, tmp_path):
     argv = [_meshplan(), "redistribute", "[4{x}16,16]", "[16,4{x}16]", "--mesh", "x=4", "--run",
-            "--repeats", "100000", "--json"]
+            "--repeats", "10000", "--json"]
     rc, err = _interrupt(argv, "meshplan.exec.redistribution.rank_main", 4, sig, tmp_path)
     _expect_exit(sig, rc, err, cli=True)
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=["INT", "TERM"])
 def test_meshplan_calibrate_interrupted(sig, tmp_path):
-    argv = [_meshplan(), "calibrate", "--np", "4", "--repeats", "100000", "--bytes", "64KiB",
+    argv = [_meshplan(), "calibrate", "--np", "4", "--repeats", "10000", "--bytes", "64KiB",
             "-o", str(tmp_path / "cal.json")]
     rc, err = _interrupt(argv, "meshplan.exec.reduction.calibrate", 4, sig, tmp_path)
     _expect_exit(sig, rc, err, cli=True)
@@ -168,7 +168,7 @@ def _slow_for(fast: int):
 @pytest.mark.parametrize("sig", _slow_for(signal.SIGINT))
 def test_meshplan_matmul_run_interrupted(sig, tmp_path):
     # with the PMPI byte counter preloaded (its per-rank files go to a temporary directory of the job)
-    argv = [_meshplan(), "matmul", "192", "192", "192", "--np", "4", "--run", "--repeats", "100000",
+    argv = [_meshplan(), "matmul", "192", "192", "192", "--np", "4", "--run", "--repeats", "10000",
             "--baseline", "none", "--json"]
     rc, err = _interrupt(argv, "meshplan.exec.matmul.rank", 4, sig, tmp_path)
     _expect_exit(sig, rc, err, cli=True)
@@ -176,7 +176,7 @@ def test_meshplan_matmul_run_interrupted(sig, tmp_path):
 
 @pytest.mark.parametrize("sig", _slow_for(signal.SIGTERM))
 def test_meshplan_factor_run_interrupted(sig, tmp_path):
-    argv = [_meshplan(), "factor", "lu", "64", "--np", "4", "--run", "--repeats", "100000", "--baseline", "none",
+    argv = [_meshplan(), "factor", "lu", "64", "--np", "4", "--run", "--repeats", "10000", "--baseline", "none",
             "--no-pmpi", "--json"]
     rc, err = _interrupt(argv, "meshplan.exec.factorization.rank_main", 4, sig, tmp_path)
     _expect_exit(sig, rc, err, cli=True)
