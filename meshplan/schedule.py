@@ -7,13 +7,13 @@ placement, lowered programs) for ``check``, ``run``, ``export`` and ``show``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from meshplan.models.core.collectives import Collective
-from meshplan.models.core.errors import ModelError, ParseError
+from meshplan.models.core.errors import ModelError
+from meshplan.models.core.limits import check_limit
+from meshplan.models.core.units import parse_bytes
 from meshplan.models.placement.matrix import ParallelismMatrix, check_reduce
 from meshplan.models.reduction.dsl import Instruction, Program, parse_form
 from meshplan.models.reduction.hierarchy import synthesis_hierarchy
@@ -177,6 +177,7 @@ def _placement(system: System, m: ParallelismMatrix, reduce: tuple[int, ...], pl
     h = synthesis_hierarchy(m, reduce)
     progs = []
     for k, pr in enumerate(pl["programs"]):
+        check_limit("steps", len(pr["steps"]), f"{where}.programs[{k}]")
         steps, ins = [], []
         for j, st in enumerate(pr["steps"]):
             field_ = f"{where}.programs[{k}].steps[{j}]"
@@ -220,13 +221,9 @@ def load_schedule(path: Any) -> Schedule:
         return schedule_from_json(path)
     if hasattr(path, "study") and hasattr(path, "to_json"):
         return schedule_from_json(path.to_json(), source="placement plan")
-    path = Path(path)
-    if not path.is_file():
-        raise ModelError(f"schedule file {str(path)!r} not found")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ParseError(f"malformed JSON: {err.msg}", line=err.lineno, column=err.colno, source=str(path)) from err
+    from meshplan.models.core.files import read_json
+
+    data = read_json(path, what="schedule file")
     return schedule_from_json(data, source=str(path))
 
 
@@ -252,7 +249,10 @@ def schedule_from_json(data: Any, source: str = "schedule") -> Schedule:
     from meshplan.api.inputs import as_axis_names
 
     names = as_axis_names(data.get("axis_names"), len(axes), what=f"{source}: axis_names")
-    return Schedule(system, axes, reduce, int(data.get("bytes_per_device", 2**30)), str(data.get("algo", "ring")),
+    nbytes = data.get("bytes_per_device", 2**30)
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int):
+        raise ModelError(f"{source}: bytes_per_device must be a positive integer number of bytes, got {nbytes!r}")
+    return Schedule(system, axes, reduce, parse_bytes(nbytes), str(data.get("algo", "ring")),
                     tuple(placements), names)
 
 

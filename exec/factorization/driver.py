@@ -86,9 +86,14 @@ def _matrix_spec(kind: str, seed: int, input_path: str | None, matrix: dict | No
     if input_path is not None:
         import numpy as np
 
+        import os
+        import stat
+
         try:
+            if not stat.S_ISREG(os.stat(input_path).st_mode):  # a pipe or device would block or never end
+                raise ValueError("not a regular file")
             arr = np.load(input_path, mmap_mode="r")
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, EOFError) as err:
             raise ModelError(f"--input {input_path}: cannot read a .npy array ({err})") from err
         if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
             raise ModelError(f"--input {input_path} holds a {arr.shape} array; a square matrix is needed")

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from meshplan.api.inputs import as_bytes, as_positive, as_system
+from meshplan.api.inputs import as_bytes, as_positive, as_seconds, as_system
 from meshplan.api.results import freeze
 from meshplan.models.core.errors import ModelError
+from meshplan.models.core.limits import check_limit, check_memory
 
 __all__ = ["Calibration", "calibrate", "default_shape"]
 
@@ -72,5 +73,9 @@ def calibrate(np: int, *, system: Any = None, bytes: Any = "1MiB", repeats: int 
     if nbytes < 64:
         raise ModelError(f"--bytes must be at least 64, got {nbytes}")
     as_positive(repeats, "--repeats")
+    check_limit("repeats", repeats, "--repeats")
+    check_memory(2 * nbytes * np, f"calibrating with --bytes {bytes} on {np} ranks (a send and a receive buffer "
+                 "each)", "use a smaller --bytes")
+    timeout = as_seconds(timeout, "--timeout")
     res = _calibrate(shape, nbytes=nbytes, iters=repeats, timeout_s=timeout, progress=progress)
     return Calibration(res["system"], freeze(res["calibration"]))

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from meshplan.models.core.errors import ModelError
 
 __all__ = ["is_file", "as_system", "as_int_tuple", "as_bytes", "as_matrix_rows", "as_params", "as_mesh", "as_type",
-           "choose_placement", "as_positive", "as_axis_names"]
+           "choose_placement", "as_positive", "as_axis_names", "as_seconds", "MAX_SECONDS"]
 
 
 def is_file(text: Any) -> bool:
@@ -72,6 +72,27 @@ def as_positive(value: Any, what: str) -> int:
     return value
 
 
+#: the longest time limit accepted (one week, in seconds)
+MAX_SECONDS = 7 * 24 * 3600
+
+
+def as_seconds(value: Any, what: str = "--timeout") -> float:
+    """A time limit: a positive finite number of seconds, at most :data:`MAX_SECONDS` (one week); NaN,
+    infinities, zero and negative numbers are errors naming ``what``."""
+    import math
+
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ModelError(f"{what} must be a number of seconds like 60 or 2.5, got {_cut(value)}") from None
+    if isinstance(value, bool) or not math.isfinite(seconds) or seconds <= 0:
+        raise ModelError(f"{what} must be a positive number of seconds like 60 or 2.5, got {_cut(value)}")
+    if seconds > MAX_SECONDS:
+        raise ModelError(f"{what} {_cut(value)} is more than a week ({MAX_SECONDS:,} s), the longest limit "
+                         "meshplan accepts")
+    return seconds
+
+
 def as_bytes(value: Any, what: str = "--bytes") -> int:
     """A positive byte count: an integer or a size like ``4096``, ``64MiB``, ``1GiB`` or ``2GB``."""
     from meshplan.models.core.units import parse_bytes
@@ -89,13 +110,19 @@ def as_matrix_rows(value: Any) -> list[list[int]]:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except json.JSONDecodeError as err:
-            raise ModelError(f"--matrix must be a list of rows like '[[2,2],[2,8]]', got {text!r}") from err
+        except (json.JSONDecodeError, RecursionError):
+            raise ModelError(f"--matrix must be a list of rows like '[[2,2],[2,8]]', got {_cut(text)}") from None
     if (not isinstance(value, (list, tuple)) or not value
             or not all(isinstance(r, (list, tuple)) and r
                        and all(isinstance(x, int) and not isinstance(x, bool) for x in r) for r in value)):
-        raise ModelError(f"--matrix must be a list of integer rows like '[[2,2],[2,8]]', got {text!r}")
+        raise ModelError(f"--matrix must be a list of integer rows like '[[2,2],[2,8]]', got {_cut(text)}")
     return [list(r) for r in value]
+
+
+def _cut(value: Any, width: int = 60) -> str:
+    """``repr(value)`` cut to about ``width`` characters (an error line quotes the input, not all of it)."""
+    text = repr(value)
+    return text if len(text) <= width else f"{text[:width - 12]}…{text[-8:]} ({len(text):,} characters)"
 
 
 def choose_placement(system, axes: Sequence[int], matrix: Any = None):
@@ -146,6 +173,9 @@ def as_params(value: Any, what: str = "--params", *, minimum: int = 1) -> dict[s
         if v < minimum:
             raise ModelError(f"{what} {name}={v}: " + ("sizes must be positive" if minimum > 0
                                                        else "values must be non-negative"))
+        if v > 2**62:
+            raise ModelError(f"{what} {name}={_cut(v)}: more than 2**62, beyond the 64-bit integers of the "
+                             "solvers; give a smaller value")
         if name in out:
             raise ModelError(f"{what} gives {name} twice")
         out[name] = v
@@ -157,12 +187,17 @@ def as_mesh(mesh: Any):
     mapping ``{"x": 4, "y": 6}`` (paper §2.1)."""
     from meshplan.models.redistribution.mesh import Mesh, parse_mesh
 
+    from meshplan.models.core.limits import check_limit
+
     if isinstance(mesh, Mesh):
         return mesh
-    if isinstance(mesh, dict):
-        return Mesh(tuple(mesh.items()))
-    if isinstance(mesh, str):
-        return parse_mesh(mesh)
+    if isinstance(mesh, (dict, str)):
+        out = Mesh(tuple(mesh.items())) if isinstance(mesh, dict) else parse_mesh(mesh)
+        if len(out.axes) > 32:  # the planner's arrays have one dimension per axis (numpy allows 64)
+            raise ModelError(f"the mesh has {len(out.axes):,} axes; meshplan handles at most 32 (merge axes of "
+                             "size 1 away)")
+        check_limit("devices", out.num_devices, f"the mesh {_cut(mesh)}")
+        return out
     raise ModelError(f"mesh must be a Mesh or text like x=4,y=6, got {type(mesh).__name__}")
 
 

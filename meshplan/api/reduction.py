@@ -38,13 +38,9 @@ class PlacedProgram:
 
 def _read_text(program: Any) -> tuple[str, str | None]:
     if hasattr(program, "__fspath__") or (isinstance(program, str) and "\n" not in program and is_file(program)):
-        path = Path(program)
-        if not path.is_file():
-            raise ModelError(f"program file {str(path)!r} not found")
-        try:
-            return path.read_text(), str(path)
-        except (OSError, UnicodeDecodeError) as err:
-            raise ModelError(f"cannot read {str(path)!r}: {err}") from err
+        from meshplan.models.core.files import read_text
+
+        return read_text(program, what="program file"), str(program)
     if isinstance(program, str):
         return program, None
     raise ModelError(f"a program must be text (docs/check.md), a file path or a parsed program, "

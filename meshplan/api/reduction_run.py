@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from meshplan.api.inputs import as_bytes, as_positive, is_file
+from meshplan.api.inputs import as_bytes, as_positive, as_seconds, is_file
 from meshplan.api.results import Result, freeze, library_field
 from meshplan.models.core.errors import ModelError
+from meshplan.models.core.limits import check_limit, check_memory
 
 __all__ = ["ProgramRuns", "run_programs", "open_runnable", "steps_text", "bandwidths", "DTYPES"]
 
@@ -50,10 +51,10 @@ def open_runnable(source: Any, *, system: Any = None, axes: Any = None, reduce: 
     program: Any = None  # set when source is a text program
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
                                     and ("=" not in source or is_file(source))):
+        from meshplan.models.core.files import read_text
+
         path = Path(source)
-        if not path.is_file():
-            raise ModelError(f"file {str(source)!r} not found")
-        head = path.read_text(errors="replace")[:200].lstrip()
+        head = read_text(path, what="file")[:200].lstrip()
         if path.suffix.lower() != ".json" and not head.startswith("{"):
             program = path
         source = path
@@ -130,13 +131,17 @@ def run_programs(schedule: Any, *, placement: Any = None, program: Any = None, s
         raise ModelError(f"--np {np_} does not match the {n} devices of system {sched.system}; "
                          f"meshplan runs one rank per device: use --np {n}")
     as_positive(repeats, "--repeats")
+    check_limit("repeats", repeats, "--repeats")
     if dtype not in DTYPES:
         raise ModelError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
     nbytes = as_bytes(bytes)
+    timeout = as_seconds(timeout, "--timeout")
     chosen = sched.select(placement, program)
     if not chosen:
         raise ModelError("no program selected")
     specs = [ProgramSpec(f"{pl.id}.{pr.id}", pr.lowered, pl.reduction_groups) for pl, pr in chosen]
+    check_memory(2 * nbytes * np_, f"a run with --bytes {bytes} on {np_} ranks (each holds its buffer and its "
+                 "result)", "use a smaller --bytes")
     runs = _run(specs, np=np_, nbytes=nbytes, repeats=repeats, dtype=dtype, timeout_s=timeout, progress=progress)
     rows = []
     for (pl, pr), r in zip(chosen, runs):

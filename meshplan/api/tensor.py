@@ -5,10 +5,11 @@ check``; their results' fields are the keys of those verbs' ``--json``.  The dis
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from meshplan.api.inputs import as_int_tuple
+from meshplan.api.inputs import as_int_tuple, as_seconds
 from meshplan.api.results import Result, freeze, library_field
 from meshplan.models.core.errors import ModelError
 
@@ -96,6 +97,11 @@ def tensor_halo(partition: Any, shape: Any, kernel: Any, *, stride: Any = 1, pad
                 itemsize: int = 8) -> HaloReport:
     """The halo geometry of a window (``kernel``, ``stride``, ``padding``, ``dilation``: one value or one per
     spatial dimension) on a tensor of ``shape`` partitioned by ``partition`` (``"1,1,4"`` or a tuple); no MPI."""
+    from meshplan.models.core.limits import check_limit
+
+    parts = as_int_tuple(partition, "--partition")
+    if all(p > 0 for p in parts):
+        check_limit("devices", math.prod(parts), f"--partition {','.join(map(str, parts))[:60]}")
     doc, plan = halo_report(partition, shape, kernel, stride, padding, dilation, itemsize)
     return HaloReport(**{k: freeze(v) for k, v in doc.items()}, plan=plan)
 
@@ -121,6 +127,7 @@ def check_tensor(np: int, *, suite: str = "all", timeout_s: float = 600.0) -> Te
 
     if suite not in ("all", "adjoint", "layers"):
         raise ModelError(f"suite must be all, adjoint or layers, got {suite!r}")
+    timeout_s = as_seconds(timeout_s, "--timeout")
     check_np(np)
     out = run_job(np, "meshplan.exec.tensor.rank_main", {"suite": suite}, timeout_s=timeout_s)
     cases = out["cases"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from typing import NamedTuple, Sequence
 
@@ -46,7 +47,14 @@ VERBS: dict[str, Verb] = {
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``error: … (see `meshplan … --help`)``, exit 2."""
+    """argparse with one-line errors: ``error: … (see `meshplan … --help`)``, exit 2; a value that looks
+    like a negative number or list (``--axes -2,-4``, ``--timeout -1e3``) reaches the flag's parser, which
+    says what is wrong with it, instead of argparse's "expected one argument" (no meshplan option starts
+    with a digit)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?\d[\w.,+\-]*$")
 
     def error(self, message: str) -> None:  # type: ignore[override]
         """Print ``error: MESSAGE (see `PROG --help`)`` on stderr and exit 2."""
@@ -81,11 +89,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``error: …`` line on stderr), 70 an internal error, 130 interrupted; ``--debug`` shows tracebacks."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    try:  # Ctrl-C while the verb's modules load is one line too, not an import traceback
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        return 130
     func = getattr(args, "func", None)
     if func is None:
-        parser.print_help(sys.stderr if args.command is None else sys.stdout)
+        if args.command is None:
+            sys.stderr.write(f"error: no command; choose one of {', '.join(VERBS)} (see `meshplan --help`)\n")
+        else:
+            parser.print_help(sys.stdout)
         return 2
     try:
         from meshplan.cli.common import np_limit

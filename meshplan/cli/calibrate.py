@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from meshplan.cli.common import add_common_flags, add_np_flag, add_repeats_flag, console, print_json, progress
+from meshplan.cli.common import (add_common_flags, add_np_flag, add_repeats_flag, console, print_json, progress,
+                                 seconds)
 from meshplan.models.core.units import format_bytes, format_seconds
 
 __all__ = ["register", "run"]
@@ -34,7 +35,7 @@ def register(sub) -> None:
     p.add_argument("--bytes", default="1MiB", help="message size for bandwidths and collectives (default 1MiB)")
     add_repeats_flag(p, default=5, help="timed repetitions per measurement", aliases=("--repeat", "--iters"))
     p.add_argument("-o", "--output", metavar="FILE", help="write the system file (JSON) to FILE")
-    p.add_argument("--timeout", type=float, default=300.0, help="kill the MPI job after this many seconds")
+    p.add_argument("--timeout", type=seconds, default=300.0, help="kill the MPI job after this many seconds")
     add_common_flags(p, json_help="print the system file (with its calibration section) as JSON")
     p.set_defaults(func=run)
 

@@ -67,13 +67,9 @@ def _is_schedule(path: Path, text: str) -> bool:
 
 
 def _read(path_text: str) -> tuple[Path, str]:
-    path = Path(path_text)
-    if not path.is_file():
-        raise ModelError(f"program file {path_text!r} not found")
-    try:
-        return path, path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise ModelError(f"cannot read {path_text!r}: {err}") from err
+    from meshplan.models.core.files import read_text
+
+    return Path(path_text), read_text(path_text, what="program file")
 
 
 # -- output -----------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from meshplan.models.core.errors import ModelError
 __all__ = ["add_common_flags", "add_repeats_flag", "add_np_flag", "np_limit", "add_dtype_flag", "add_solver_flag",
            "print_run_report", "parse_baselines",
            "add_selection_flags", "solver_names", "print_json", "console", "status", "progress",
-           "parse_int_list", "parse_matrix", "choose_placement"]
+           "parse_int_list", "parse_matrix", "choose_placement", "seconds"]
 
 
 def add_common_flags(parser, *, json_help: str = "print machine-readable JSON on stdout (see docs/)") -> None:
@@ -42,14 +42,40 @@ class _DeprecatedAlias(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+def _repeats(text: str) -> int:
+    """An integer count of repetitions, at most ``limit("repeats")`` (the verb checks its lower bound)."""
+    from meshplan.models.core.limits import check_limit
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    try:
+        check_limit("repeats", value, "--repeats")
+    except ModelError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return value
+
+
 def add_repeats_flag(parser, *, default: int, help: str = "timed runs per program",
                      aliases: Sequence[str] = ("--repeat",)) -> None:
     """``--repeats R`` (``args.repeats``): timed repetitions; ``aliases`` (default ``--repeat``) are
     hidden deprecated spellings."""
-    parser.add_argument("--repeats", type=int, default=default, metavar="R", help=f"{help} (default {default})")
+    parser.add_argument("--repeats", type=_repeats, default=default, metavar="R", help=f"{help} (default {default})")
     for alias in aliases:
-        parser.add_argument(alias, type=int, dest="repeats", action=_DeprecatedAlias, new="--repeats",
+        parser.add_argument(alias, type=_repeats, dest="repeats", action=_DeprecatedAlias, new="--repeats",
                             help=argparse.SUPPRESS)
+
+
+def seconds(text: str) -> float:
+    """The argparse ``type`` of time limits (``--timeout``, ``--time-limit``): a positive finite number of
+    seconds, at most a week (:func:`meshplan.api.inputs.as_seconds`)."""
+    from meshplan.api.inputs import as_seconds
+
+    try:
+        return as_seconds(text, "the time limit")
+    except ModelError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def add_np_flag(parser, *, required: bool = False, help: str = "MPI ranks") -> None:

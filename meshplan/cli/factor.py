@@ -67,6 +67,7 @@ def run(args) -> int:
     if args.repeats < 0:
         raise ModelError(f"--repeats must be at least 0, got {args.repeats}")
     baselines = parse_baselines(args.baseline, ("2d", "scalapack"))
+    _check_sizes(args)
     grid = parse_grid(args.grid) if args.grid else None
     plan = plan_factorization(args.kind, args.N, args.np, memory=args.memory, block=args.block, grid=grid)
     if args.run:
@@ -84,6 +85,22 @@ def run(args) -> int:
             raise ModelError("--input needs --run (a plan does not read the matrix)")
         rep = plan_report(plan, block=args.block)
     return print_run_report(args, rep, _print)
+
+
+def _check_sizes(args) -> None:
+    """Size guards before any planning or launch: N³ must fit the planner's 64-bit integers, a run in this
+    machine's memory."""
+    from meshplan.models.core.limits import check_limit, check_memory
+
+    if args.N**3 > 2**62:
+        raise ModelError(f"N = {args.N:,}: N³ is more than 2**62, beyond the planner's 64-bit integers; give a "
+                         "smaller N")
+    if args.memory is not None and args.memory > 2**62:
+        raise ModelError("--memory is more than 2**62 words; leave it out for unlimited memory")
+    check_limit("devices", args.np, "--np")
+    if args.run:
+        check_memory(2 * args.N * args.N * 8, f"factoring N = {args.N:,} (the matrix and its factors)",
+                     "give a smaller N")
 
 
 def _fmt(x) -> str:

@@ -65,6 +65,7 @@ def run(args) -> int:
         raise ModelError(f"--np must be at least 1, got {args.np}")
     if args.repeats < 1:
         raise ModelError(f"--repeats must be at least 1, got {args.repeats}")
+    _check_sizes(args)
     baselines = parse_baselines(args.baseline, ("summa", "scalapack"))
     if args.run:
         from meshplan.exec.runtime.launch import check_np
@@ -82,6 +83,24 @@ def run(args) -> int:
         for name, res in got["baselines"].items():
             rep["baselines"].setdefault(name, {}).update(res)
     return print_run_report(args, rep, _print)
+
+
+def _check_sizes(args) -> None:
+    """Size guards before any planning or launch: the planner's integers are 64-bit, and a run must fit in
+    this machine's memory."""
+    from meshplan.models.core.dtypes import dtype_bytes
+    from meshplan.models.core.limits import check_limit, check_memory
+
+    if args.M * args.N * args.K > 2**62:
+        raise ModelError(f"M·N·K = {args.M * args.N * args.K:.3g} is more than 2**62, beyond the planner's 64-bit "
+                         "integers; give smaller matrices")
+    if args.memory is not None and args.memory > 2**62:
+        raise ModelError("--memory is more than 2**62 words; leave it out for unlimited memory")
+    check_limit("devices", args.np, "--np")
+    if args.run:
+        words = args.M * args.K + args.K * args.N + args.M * args.N
+        check_memory(words * dtype_bytes(args.dtype), f"running {args.M}x{args.N}x{args.K} (A, B and C once)",
+                     "give smaller matrices")
 
 
 def report(plan) -> dict:

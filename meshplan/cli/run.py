@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from meshplan.cli.common import (add_common_flags, add_dtype_flag, add_np_flag, add_repeats_flag,
-                                 add_selection_flags, console, print_json, progress, status)
+                                 add_selection_flags, console, print_json, progress, status, seconds)
 from meshplan.models.core.units import format_bytes, format_seconds
 
 __all__ = ["register", "run", "status", "DTYPES"]
@@ -49,7 +49,7 @@ def register(sub) -> None:
     add_selection_flags(p, several=True)
     add_dtype_flag(p, choices=DTYPES, default="int64",
                    help="element type (data are small integers, so every check is exact)")
-    p.add_argument("--timeout", type=float, default=600.0, help="kill the MPI job after this many seconds "
+    p.add_argument("--timeout", type=seconds, default=600.0, help="kill the MPI job after this many seconds "
                                                                 "(default 600)")
     add_common_flags(p)
     p.set_defaults(func=run)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from meshplan.cli.common import add_common_flags, add_solver_flag, console, print_json, progress
 from meshplan.models.core.errors import ModelError
@@ -73,8 +72,7 @@ def register(sub) -> None:
 
 
 def _missing(parser) -> int:
-    parser.print_help(sys.stderr)
-    return 2
+    raise ModelError("solve needs a question: `meshplan solve placement …` (see `meshplan solve --help`)")
 
 
 def run(args) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from meshplan.cli.common import add_common_flags, add_dtype_flag, add_np_flag, console, print_json
+from meshplan.cli.common import add_common_flags, add_dtype_flag, add_np_flag, console, print_json, seconds
 
 __all__ = ["register", "run_halo", "run_check"]
 
@@ -56,10 +56,17 @@ def register(subparsers) -> None:
                        epilog=CHECK_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_np_flag(c, required=True, help="number of MPI ranks")
     c.add_argument("--suite", choices=("all", "adjoint", "layers"), default="all", help="which cases to run")
-    c.add_argument("--timeout", type=float, default=600.0, help="kill the MPI job after this many seconds")
+    c.add_argument("--timeout", type=seconds, default=600.0, help="kill the MPI job after this many seconds")
     add_common_flags(c)
     c.set_defaults(func=run_check)
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+    p.set_defaults(func=_missing)
+
+
+def _missing(args) -> int:
+    from meshplan.models.core.errors import ModelError
+
+    raise ModelError("tensor needs an object: `meshplan tensor halo …` or `meshplan tensor check …` "
+                     "(see `meshplan tensor --help`)")
 
 
 def _rng(box) -> str:

@@ -23,8 +23,8 @@ and the presets of :mod:`meshplan.models.core.presets`.
 from __future__ import annotations
 
 import itertools
-import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -214,7 +214,7 @@ class System:
         if text in PRESETS:
             return preset(text)
         path = Path(text)
-        if path.suffix.lower() in (".json", ".toml") or path.is_file():
+        if path.suffix.lower() in (".json", ".toml") or os.path.isfile(text):  # isfile: False for a name too long
             return cls.load(path)
         if "=" in text:
             return cls.from_short(text)
@@ -224,10 +224,10 @@ class System:
     @classmethod
     def load(cls, path: str | Path) -> "System":
         """A system from a JSON file (docs/formats.md); raises :class:`ModelError` when missing or malformed."""
+        from meshplan.models.core.files import loads, read_text
+
         path = Path(path)
-        if not path.is_file():
-            raise ModelError(f"system file {str(path)!r} not found")
-        raw = path.read_text()
+        raw = read_text(path, what="system file")
         if path.suffix.lower() == ".toml":
             import tomllib
 
@@ -236,11 +236,7 @@ class System:
             except tomllib.TOMLDecodeError as err:
                 raise ParseError(f"malformed TOML: {err}", source=str(path)) from err
         else:
-            try:
-                data = json.loads(raw)
-            except json.JSONDecodeError as err:
-                raise ParseError(f"malformed JSON: {err.msg}", line=err.lineno, column=err.colno,
-                                 source=str(path)) from err
+            data = loads(raw, source=str(path))
         return cls.from_dict(data, source=str(path))
 
     @classmethod

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from meshplan.models.core.errors import ModelError
 
-__all__ = ["parse_bytes", "format_bytes", "format_seconds"]
+__all__ = ["parse_bytes", "format_bytes", "format_seconds", "MAX_BYTES"]
+
+#: the largest size :func:`parse_bytes` accepts (4 EiB; int64 byte counts stay exact below it)
+MAX_BYTES = 2**62
 
 _UNITS = {
     "": 1, "b": 1,
@@ -24,10 +28,18 @@ def parse_bytes(text: str | int) -> int:
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
         if not m or m.group(2).lower() not in _UNITS:
             raise ModelError(f"bad size {text!r}; write bytes like 4096, 64MiB, 1GiB or 2GB")
-        value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+        value = int(Fraction(m.group(1)) * _UNITS[m.group(2).lower()])  # exact: no float overflow to inf
     if value <= 0:
         raise ModelError(f"size must be positive, got {text!r}")
+    if value > MAX_BYTES:
+        raise ModelError(f"size {_short(text)} is more than 2**62 bytes (4 EiB), larger than any memory; write "
+                         "bytes like 4096, 64MiB, 1GiB or 2GB")
     return value
+
+
+def _short(text: object) -> str:
+    s = repr(text) if isinstance(text, str) else str(text)
+    return s if len(s) <= 40 else s[:30] + "…" + s[-6:]
 
 
 def format_bytes(n: float) -> str:

@@ -99,8 +99,8 @@ class _Run:
     def tick(self, line: int) -> None:
         self.steps += 1
         if self.steps > self.max_steps:
-            raise ModelError(f"execution stopped after {self.max_steps} loop iterations (loop at line {line}); "
-                             "use smaller --params to verify")
+            raise ModelError(f"execution stopped after {self.max_steps:,} loop iterations (loop at line {line}); "
+                             "use smaller --params to verify, or raise MESHPLAN_MAX_ITERATIONS")
 
 
 def execute(flow: Flow, values: dict, *, max_steps: int = 5_000_000) -> dict[str, int]:

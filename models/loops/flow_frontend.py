@@ -47,11 +47,9 @@ _AUG = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "
 def parse_flow_file(path: str, **kw) -> list[Flow]:
     """The flows of the Python file at ``path`` (``kw`` as for :func:`parse_flow_source`); an unreadable
     file is a :class:`ParseError`."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as err:
-        raise ParseError(f"cannot read {path}: {err.strerror}") from err
+    from meshplan.models.core.files import read_text
+
+    text = read_text(path, what="Python file")
     return parse_flow_source(text, source=path, **kw)
 
 

@@ -25,6 +25,7 @@ import re
 import sympy as sp
 
 from meshplan.models.core.errors import ParseError
+from meshplan.models.core.limits import check_limit, limit
 from meshplan.models.loops.program import Access, Loop, Program, Statement, sym
 
 __all__ = ["parse_source", "parse_einsum", "parse_file", "functions"]
@@ -37,11 +38,9 @@ _ALLOWED_CALLS = {"range"}
 def parse_file(path: str, *, function: str | None = None) -> list[Program]:
     """The loop programs of the Python file at ``path`` (only ``function`` when given); an unreadable file
     is a :class:`ParseError`."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as err:
-        raise ParseError(f"cannot read {path}: {err.strerror}") from err
+    from meshplan.models.core.files import read_text
+
+    text = read_text(path, what="Python file")
     return parse_source(text, source=path, function=function)
 
 
@@ -55,11 +54,7 @@ def functions(text: str, *, source: str | None = None, function: str | None = No
     """The function definitions of ``text`` (or only ``function``); a bare loop nest at module level is
     one function ``main`` (with ``whole_module``, all module-level code is).  Shared by
     :func:`parse_source` and the counting frontend (:mod:`meshplan.models.loops.flow_frontend`)."""
-    try:
-        tree = ast.parse(text, filename=source or "<input>")
-    except SyntaxError as err:
-        raise ParseError(f"not valid Python: {err.msg}", line=err.lineno, column=err.offset,
-                         source=source) from err
+    tree = _parse_python(text, source)
     funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     if not funcs:
         loops = [n for n in tree.body if isinstance(n, (ast.For, ast.While) if whole_module else ast.For)]
@@ -77,6 +72,41 @@ def functions(text: str, *, source: str | None = None, function: str | None = No
             names = ", ".join(n.name for n in tree.body if isinstance(n, ast.FunctionDef))
             raise ParseError(f"no function {function!r} (functions: {names or 'none'})", source=source)
     return funcs
+
+
+def _parse_python(text: str, source: str | None) -> ast.Module:
+    """``ast.parse`` of a loop program whose syntax tree is at most ``limit("nesting")`` deep (checked without
+    recursion); the readers after it recurse over the tree, so a raised limit raises Python's recursion limit
+    with it."""
+    import sys
+
+    most = limit("nesting")
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, most + 2000))  # building the tree recurses (3 levels per frame)
+    try:
+        tree = ast.parse(text, filename=source or "<input>")
+    except SyntaxError as err:
+        raise ParseError(f"not valid Python: {err.msg}", line=err.lineno, column=err.offset,
+                         source=source) from err
+    except (RecursionError, MemoryError):
+        raise ParseError(f"the program nests too deeply for Python to parse (more than {most:,} levels of "
+                         f"operands, loops or brackets; the limit is MESHPLAN_MAX_NESTING={most})",
+                         source=source) from None
+    finally:
+        sys.setrecursionlimit(old)
+    depth, node = 0, None
+    stack = [(tree, 0)]
+    while stack:
+        n, d = stack.pop()
+        if d > depth:
+            depth, node = d, n
+        stack.extend((c, d + 1) for c in ast.iter_child_nodes(n))
+    if depth > most:
+        where = getattr(node, "lineno", None)
+        check_limit("nesting", depth, f"{source or 'the program'}" + (f" (line {where})" if where else ""))
+    if depth > 250:  # a raised limit: the recursive readers need the room (3 frames per level)
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), 4 * depth + 1000))
+    return tree
 
 
 class _Reader:
@@ -101,6 +131,7 @@ class _Reader:
                     if isinstance(t, ast.Name):
                         self.scalars.add(t.id)
         self.block(fn.body, (), {}, top=True)
+        check_limit("statements", len(self.statements), f"function {fn.name}")
         if not self.statements:
             raise self.err(fn, f"function {fn.name} has no assignment to an array inside a loop")
         params = [p for p in self.params if p in self.size_names]

@@ -29,6 +29,7 @@ from typing import Union
 
 from meshplan.models.core.collectives import COLLECTIVES, Collective
 from meshplan.models.core.errors import ModelError, ParseError
+from meshplan.models.core.limits import check_limit
 from meshplan.models.reduction.dsl import FORMS, Form, FormKind, Instruction, Program
 from meshplan.models.reduction.hierarchy import SynthesisHierarchy
 from meshplan.models.reduction.lowering import LoweredProgram, LoweredStep, lower_instruction
@@ -256,6 +257,7 @@ def parse_program(text: str, *, source: str | None = None) -> TextProgram:
         lines.append(n)
     if not items:
         raise ParseError("the program has no instructions (only blank lines or comments)", source=source)
+    check_limit("steps", len(items), f"the program {source}" if source else "the program")
     return TextProgram(tuple(items), tuple(lines), source)
 
 

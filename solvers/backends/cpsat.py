@@ -33,6 +33,7 @@ class CpSatBackend:
         if time_limit_s is not None:
             solver.parameters.max_time_in_seconds = float(time_limit_s)
         solver.parameters.num_workers = workers
+        solver.parameters.catch_sigint_signal = False  # Ctrl-C is Python's: see _interruptible
         return solver
 
     def _check(self, encoded: Encoded) -> None:
@@ -46,7 +47,7 @@ class CpSatBackend:
         self._check(encoded)
         solver = self._solver(time_limit_s, workers=2)
         t0 = time.perf_counter()
-        st = solver.solve(encoded.model)
+        st = _interruptible(solver, encoded.model)
         secs = time.perf_counter() - t0
         status = {
             cp_model.OPTIMAL: Status.OPTIMAL,
@@ -83,10 +84,44 @@ class CpSatBackend:
         solver = self._solver(time_limit_s, workers=1)
         solver.parameters.enumerate_all_solutions = True
         t0 = time.perf_counter()
-        st = solver.solve(encoded.model, _Collect())
+        st = _interruptible(solver, encoded.model, _Collect())
         secs = time.perf_counter() - t0
         if st == cp_model.UNKNOWN and not found:
             yield Solution(Status.TIMEOUT if time_limit_s else Status.UNKNOWN, seconds=secs)
             return
         for values in found:
             yield Solution(Status.FEASIBLE, values, None, secs)
+
+
+def _interruptible(solver, model, callback=None):
+    """``solver.solve(model, callback)`` in a worker thread while the main thread waits, so Ctrl-C reaches
+    Python at once: the search is stopped and ``KeyboardInterrupt`` propagates (the CLI reports it, exit 130).
+    CP-SAT's own SIGINT catching is off — it would end the search early and return its best answer as if the
+    search had finished, so an interrupted command would print a result and exit 0."""
+    import threading
+
+    args = (model,) if callback is None else (model, callback)
+    if threading.current_thread() is not threading.main_thread():
+        return solver.solve(*args)
+    out: dict = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            out["status"] = solver.solve(*args)
+        except BaseException as err:  # noqa: BLE001 - re-raised in the caller's thread
+            out["error"] = err
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="cp-sat", daemon=True).start()
+    try:
+        while not done.wait(0.05):  # an Event, not join(): a join interrupted by Ctrl-C stops waiting for good
+            pass
+    except KeyboardInterrupt:
+        solver.stop_search()
+        done.wait()
+        raise
+    if "error" in out:
+        raise out["error"]
+    return out["status"]

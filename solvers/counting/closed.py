@@ -73,7 +73,8 @@ def counting_function(s: sp.Expr, d: sp.Symbol, *, limit: int = 100_000) -> sp.E
     s = sp.expand(s)
     if d not in s.free_symbols:
         raise NotAffine("the guard does not change in the loop (it never stops or never runs)")
-    if not (s.free_symbols - {d}):  # numbers only: count exactly
+    linear = s.is_polynomial(d) and sp.Poly(s, d).degree() == 1
+    if not (s.free_symbols - {d}) and not linear:  # numbers only: count exactly (a linear guard has a formula below)
         for k in range(limit):
             if not bool(s.subs(d, k) > 0):
                 return sp.Integer(k)

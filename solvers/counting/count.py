@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from meshplan.models.core.errors import ModelError
+from meshplan.models.core.limits import limit
 from meshplan.models.counting.execute import execute_ranks
 from meshplan.models.loops.control import Flow
 from meshplan.models.loops.flow_frontend import parse_flow_file, parse_flow_source
@@ -85,8 +86,14 @@ class CountResult:
             return v
 
     def verify(self, values: dict) -> dict:
-        """Execute the program with ``values`` and compare per statement and in total."""
-        counts, total = execute_ranks(self.flow, values, procs=self.p.name)
+        """Execute the program with ``values`` and compare per statement and in total; at most
+        ``limit("iterations")`` loop iterations per rank are executed (``MESHPLAN_MAX_ITERATIONS``)."""
+        most = limit("iterations")
+        hi = self.evaluate(self.total.hi, values)
+        if isinstance(hi, (int, float)) and hi > most:
+            raise ModelError(f"--verify would execute {hi:,} statement instances, more than the limit of {most:,}; "
+                             f"use smaller --params or set MESHPLAN_MAX_ITERATIONS={int(hi)}")
+        counts, total = execute_ranks(self.flow, values, procs=self.p.name, max_steps=most)
         rows, ok = [], True
         for st in self.statements:
             got = counts.get(st.name, 0)
