@@ -1,6 +1,8 @@
 """The MPI program of the tensor check suite: ``mpiexec -n N python -m meshplan.exec.tensor.rank_main JOB``.
 
-JOB: ``{"suite": "all" | "adjoint" | "layers", "only": [case-name prefix, …] (optional), "seed": 0}``; rank 0
+JOB: ``{"suite": "all" | "adjoint" | "layers", "only": [case-name prefix, …] (optional), "seed": 0,
+"pack_limit": bytes (optional: the exchange's packing threshold, 0 sends every strided box as an MPI
+datatype)}``; rank 0
 prints ``{"np": N, "cases": [verdict, …]}`` (see :mod:`meshplan.exec.tensor.suite`).
 
 Test hook ``"bad_input": {"rank": r, "op": "forward" | "adjoint"}``: rank ``r`` alone hands a halo exchange a
@@ -33,6 +35,9 @@ def _bad_input(ctx: RankContext, spec: dict) -> None:
 def handle(ctx: RankContext, job: dict) -> dict:
     if job.get("bad_input"):
         _bad_input(ctx, job["bad_input"])
+    if "pack_limit" in job:
+        from meshplan.exec.tensor import exchange
+        exchange.PACK_LIMIT = int(job["pack_limit"])
     suite = job.get("suite", "all")
     only = tuple(job.get("only") or ())
     keep = (lambda c: not only or c["name"].startswith(only))
