@@ -15,12 +15,12 @@ at construction and the bytes are known before anything runs:
   dimensions before it): ``Allgatherv`` (each member hands its block once) or ``Reduce_scatter``
   (each member hands the whole gathered box) — ``Allgather`` / ``Reduce_scatter_block`` when the
   blocks are equal, with the same bytes.
-* ``"transfers"`` — anything else: the boxes themselves, point to point or one ``Alltoallw``; a rank
-  hands the volume of every box it sends to another rank (local copies are not handed to MPI).
+* ``"transfers"`` — anything else: the boxes themselves, one ``Isend``/``Irecv`` per box; a rank hands
+  the volume of every box it sends to another rank (local copies are not handed to MPI).
 
 A group of one rank is a local copy and hands nothing.  The runtime's ``CountingComm`` counts exactly
 these rules (a ``Bcast`` counts the root's buffer, a reduction its send buffer, an ``Allgatherv`` its
-send buffer, an ``Alltoallw`` ``count × type size`` per peer), so the counted bytes equal the model.
+send buffer, an ``Isend`` its buffer or ``count × datatype size``), so the counted bytes equal the model.
 """
 
 from __future__ import annotations
