@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from meshplan.models.core.errors import ModelError
+from meshplan.models.core.errors import ModelError, quote
 
 __all__ = ["is_file", "as_system", "as_int_tuple", "as_bytes", "as_matrix_rows", "as_params", "as_mesh", "as_type",
            "choose_placement", "as_positive", "as_axis_names", "as_seconds", "MAX_SECONDS"]
@@ -84,11 +84,11 @@ def as_seconds(value: Any, what: str = "--timeout") -> float:
     try:
         seconds = float(value)
     except (TypeError, ValueError, OverflowError):
-        raise ModelError(f"{what} must be a number of seconds like 60 or 2.5, got {_cut(value)}") from None
+        raise ModelError(f"{what} must be a number of seconds like 60 or 2.5, got {quote(value)}") from None
     if isinstance(value, bool) or not math.isfinite(seconds) or seconds <= 0:
-        raise ModelError(f"{what} must be a positive number of seconds like 60 or 2.5, got {_cut(value)}")
+        raise ModelError(f"{what} must be a positive number of seconds like 60 or 2.5, got {quote(value)}")
     if seconds > MAX_SECONDS:
-        raise ModelError(f"{what} {_cut(value)} is more than a week ({MAX_SECONDS:,} s), the longest limit "
+        raise ModelError(f"{what} {quote(value)} is more than a week ({MAX_SECONDS:,} s), the longest limit "
                          "meshplan accepts")
     return seconds
 
@@ -111,18 +111,12 @@ def as_matrix_rows(value: Any) -> list[list[int]]:
         try:
             value = json.loads(value)
         except (json.JSONDecodeError, RecursionError):
-            raise ModelError(f"--matrix must be a list of rows like '[[2,2],[2,8]]', got {_cut(text)}") from None
+            raise ModelError(f"--matrix must be a list of rows like '[[2,2],[2,8]]', got {quote(text)}") from None
     if (not isinstance(value, (list, tuple)) or not value
             or not all(isinstance(r, (list, tuple)) and r
                        and all(isinstance(x, int) and not isinstance(x, bool) for x in r) for r in value)):
-        raise ModelError(f"--matrix must be a list of integer rows like '[[2,2],[2,8]]', got {_cut(text)}")
+        raise ModelError(f"--matrix must be a list of integer rows like '[[2,2],[2,8]]', got {quote(text)}")
     return [list(r) for r in value]
-
-
-def _cut(value: Any, width: int = 60) -> str:
-    """``repr(value)`` cut to about ``width`` characters (an error line quotes the input, not all of it)."""
-    text = repr(value)
-    return text if len(text) <= width else f"{text[:width - 12]}…{text[-8:]} ({len(text):,} characters)"
 
 
 def choose_placement(system, axes: Sequence[int], matrix: Any = None):
@@ -174,7 +168,7 @@ def as_params(value: Any, what: str = "--params", *, minimum: int = 1) -> dict[s
             raise ModelError(f"{what} {name}={v}: " + ("sizes must be positive" if minimum > 0
                                                        else "values must be non-negative"))
         if v > 2**62:
-            raise ModelError(f"{what} {name}={_cut(v)}: more than 2**62, beyond the 64-bit integers of the "
+            raise ModelError(f"{what} {name}={quote(v)}: more than 2**62, beyond the 64-bit integers of the "
                              "solvers; give a smaller value")
         if name in out:
             raise ModelError(f"{what} gives {name} twice")
@@ -196,7 +190,7 @@ def as_mesh(mesh: Any):
         if len(out.axes) > 32:  # the planner's arrays have one dimension per axis (numpy allows 64)
             raise ModelError(f"the mesh has {len(out.axes):,} axes; meshplan handles at most 32 (merge axes of "
                              "size 1 away)")
-        check_limit("devices", out.num_devices, f"the mesh {_cut(mesh)}")
+        check_limit("devices", out.num_devices, f"the mesh {quote(mesh)}")
         return out
     raise ModelError(f"mesh must be a Mesh or text like x=4,y=6, got {type(mesh).__name__}")
 

@@ -9,6 +9,7 @@ where possible, what to try next.  The CLI maps ``MeshplanError`` to a one-line
 from __future__ import annotations
 
 __all__ = [
+    "quote",
     "MeshplanError",
     "ModelError",
     "ParseError",
@@ -62,3 +63,10 @@ class VerificationError(MeshplanError):
     """A plan failed its independent re-check or its run on real data."""
 
     exit_code = 1
+
+
+def quote(value: object, width: int = 60) -> str:
+    """``repr(value)`` cut to about ``width`` characters: how a message quotes a user's input, which may be
+    megabytes long (a 5,000-level system string, a 20,000-axis list)."""
+    text = repr(value)
+    return text if len(text) <= width else f"{text[:width - 12]}…{text[-8:]} ({len(text):,} characters)"

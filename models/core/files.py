@@ -23,7 +23,7 @@ import os
 import stat
 from typing import Any
 
-from meshplan.models.core.errors import ModelError, ParseError
+from meshplan.models.core.errors import ModelError, ParseError, quote
 
 __all__ = ["MAX_INPUT_BYTES", "max_input_bytes", "read_text", "read_json", "loads"]
 
@@ -54,15 +54,11 @@ def _not_regular(mode: int) -> str | None:
     return None if stat.S_ISREG(mode) else "not a regular file"
 
 
-def _show(path: str) -> str:
-    return repr(path if len(path) <= 120 else path[:100] + "…" + path[-10:])
-
-
 def read_text(path: str | os.PathLike, *, what: str = "input file") -> str:
     """The text of the UTF-8 file at ``path``; any other input is a :class:`ModelError` (or
     :class:`ParseError` for bytes that are not UTF-8 text) naming ``what`` and the path."""
     name = os.fspath(path)
-    shown = _show(name)
+    shown = quote(name, 120)
     try:
         st = os.stat(name)
     except FileNotFoundError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from meshplan.models.core.errors import ModelError
+from meshplan.models.core.errors import ModelError, quote
 
 __all__ = ["parse_bytes", "format_bytes", "format_seconds", "MAX_BYTES"]
 
@@ -32,19 +32,15 @@ def parse_bytes(text: str | int) -> int:
     if value <= 0:
         raise ModelError(f"size must be positive, got {text!r}")
     if value > MAX_BYTES:
-        raise ModelError(f"size {_short(text)} is more than 2**62 bytes (4 EiB), larger than any memory; write "
+        raise ModelError(f"size {quote(text)} is more than 2**62 bytes (4 EiB), larger than any memory; write "
                          "bytes like 4096, 64MiB, 1GiB or 2GB")
     return value
 
 
-def _short(text: object) -> str:
-    s = repr(text) if isinstance(text, str) else str(text)
-    return s if len(s) <= 40 else s[:30] + "…" + s[-6:]
-
 
 def format_bytes(n: float) -> str:
     """``n`` bytes in binary units with three significant digits (``1.5 GiB``)."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    for unit, size in (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(n) >= size:
             return f"{n / size:.3g} {unit}"
     return f"{n:.0f} B"
