@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from meshplan.models.core.errors import ModelError, ParseError
+from meshplan.models.core.limits import check_limit
 
 __all__ = ["Interconnect", "Level", "System", "KINDS", "parse_bandwidth"]
 
@@ -184,6 +185,7 @@ class System:
         levels = data["levels"]
         if not isinstance(levels, list) or not levels:
             raise ModelError(f"{source}: `levels` must be a non-empty list")
+        check_limit("levels", len(levels), source)
         out = []
         for i, lv in enumerate(levels):
             if not isinstance(lv, Mapping) or "name" not in lv or "size" not in lv:
@@ -245,6 +247,7 @@ class System:
         parts = [p.strip() for p in text.split(",") if p.strip()]
         if not parts:
             raise ParseError("empty system; write levels like node=4,gpu=8")
+        check_limit("levels", len(parts), "the system")
         levels = []
         for i, part in enumerate(parts):
             m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_\-]*)=(\d+)(?::(\w+)(?::([0-9.]+\s*[A-Za-z/]*))?)?", part)
