@@ -453,10 +453,11 @@ def best_schedule(program: Program, values: dict[str, int], memory: int, classes
                   tile: dict | None = None, *, limit: int = DEFAULT_LIMIT) -> ScheduleIo:
     """Replay the program's loop order and tilings derived from ``tile`` (``{class: size}`` of the tile
     classes ``{class: loop variables}``, outermost first).  Shapes: the tile, and the tile with each
-    class in turn set to 1; tile-loop orders: the given one and each class moved innermost; each shape
-    is scaled so two consecutive tiles fit ``memory`` (then ×½ and ×2 around the best).  Every order is
-    checked with :func:`legal`; when no rectangular tiling is legal, parallelogram tiles (the first
-    class as time, skew factors 1 and 2) are tried.  Returns the best legal schedule and all tried."""
+    class in turn set to 1; tile-loop orders: the given one, each class moved innermost, and the
+    reversed one; each shape is scaled so two consecutive tiles fit ``memory``, then the best is tuned
+    by ×2/×½ per class.  Every order is checked with :func:`legal`; when no rectangular tiling is
+    legal, parallelogram tiles (the first class as time, skew factors 1 and 2) are tried.  Returns
+    the best legal schedule and all tried."""
     trace = build_trace(program, values, limit=limit)
     width = int((trace.elems >= 0).sum(axis=1).max()) if trace.instances else 0
     if memory < width:
@@ -473,6 +474,8 @@ def best_schedule(program: Program, values: dict[str, int], memory: int, classes
     base = {c: max(1, int(tile.get(c, 1))) for c in names}
     shapes = [("tile", set())] + [(f"tile, {c}=1", {c}) for c in names if len(names) > 1]
     orders = [names] + [[x for x in names if x != c] + [c] for c in names[:-1]]
+    if len(names) > 2:
+        orders.append(names[::-1])       # the outer classes innermost (e.g. doitgen's r, q under C4's blocks)
     tvars = [v for v in classes[names[0]] if v in trace.vars]
     skews = [None] + ([{v: (tvars[0], f) for c in names[1:] for v in classes[c]} for f in (1, 2)]
                       if tvars and len(names) > 1 else [])
