@@ -29,8 +29,10 @@ MEMORY = 65536
 # the schedule column: the tool's own schedule replayed exactly (LRU, S words) at sizes that keep the
 # replay cheap (≲ 10^5 statement instances); per-kernel overrides where a size must dominate S
 REPLAY_MEMORY = 64
-REPLAY_SIZES = {"NB": 1, "NK": 8, "NC": 8, "NH": 8, "NW": 8, "NR": 3, "NS": 3, "NO": 32, "NI": 32}
+REPLAY_SIZES: dict[str, int] = {}       # every size 32, time steps 8, unless overridden per kernel
+_CONV = {"NB": 1, "NK": 8, "NC": 8, "NH": 8, "NW": 8, "NR": 3, "NS": 3}
 REPLAY_OVERRIDES = {
+    "conv2d": _CONV, "conv2d_strided": _CONV, "conv2d_thesis": _CONV,
     "jacobi_1d": {"N": 1024, "TSTEPS": 64}, "stencil_5_1": {"N": 512, "T": 64},
     "durbin": {"N": 256}, "trisolv": {"N": 256}, "gemver": {"N": 128}, "gesummv": {"N": 128},
     "atax": {"M": 128, "N": 128}, "bicg": {"M": 128, "N": 128}, "mvt": {"N": 128},
