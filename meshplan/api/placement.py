@@ -17,7 +17,11 @@ from meshplan.api.inputs import as_axis_names, as_bytes, as_int_tuple, as_system
 from meshplan.api.results import Result, freeze, library_field
 from meshplan.models.core.errors import ModelError
 
-__all__ = ["PlacementPlan", "solve_placement"]
+__all__ = ["PlacementPlan", "solve_placement", "DEFAULT_PROGRAMS", "schedule_document", "write_schedule"]
+
+#: programs per placement that a plan, ``--json`` and ``--export`` keep by default (the fastest ones;
+#: ``programs=None`` / ``--all-programs`` keeps all); docs/solve.md
+DEFAULT_PROGRAMS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,14 +41,26 @@ class PlacementPlan(Result):
     max_size: int
     synthesis_seconds: float
     best: Mapping
+    programs_per_placement: int | None
     placements: tuple[Mapping, ...]
     study: Any = library_field()
 
-    def save(self, path: str | Path) -> Path:
-        """Write the schedule file (the input of check, run, export and show) to ``path``."""
+    def save(self, path: str | Path, *, programs: Any = "plan") -> Path:
+        """Write the schedule file (the input of check, run, export and show) to ``path``, streamed
+        placement by placement.  ``programs``: how many programs per placement (default: as many as the
+        plan holds; ``None``: all that were synthesized)."""
         from meshplan.models.core.outputs import write_output
 
-        return write_output(path, json.dumps(self.to_json(), separators=(",", ":")) + "\n", what="--export file")
+        def write(fp) -> None:
+            for chunk in self.iter_json(programs=programs):
+                fp.write(chunk.encode())
+
+        return write_output(path, write, what="--export file")
+
+    def iter_json(self, *, programs: Any = "plan", indent: int | None = None):
+        """The schedule document as text chunks, one placement at a time (see :func:`write_schedule`)."""
+        k = self.programs_per_placement if programs == "plan" else programs
+        return write_schedule(self.study, axis_names=self.axis_names, programs=k, indent=indent)
 
     def schedule(self):
         """The plan as a :class:`~meshplan.schedule.Schedule` (what :func:`~meshplan.schedule.load_schedule`
@@ -57,6 +73,7 @@ class PlacementPlan(Result):
 def solve_placement(system: Any, axes: Any, reduce: Any, *, max_size: int = 5, dsl: str = "full",
                     bytes: Any = "1GiB", algo: str = "ring", solver: str = "cpsat",
                     pin: Iterable[str] = (), inside: Iterable[str] = (), axis_names: Any = None,
+                    programs: int | None = DEFAULT_PROGRAMS,
                     progress: Callable[[int, int], None] | None = None) -> PlacementPlan:
     """Every placement of ``axes`` on ``system`` with its synthesized reduction programs, fastest first
     (P2 §3.1 placement, §3.3–3.5 synthesis, §5 simulation).
@@ -65,9 +82,11 @@ def solve_placement(system: Any, axes: Any, reduce: Any, *, max_size: int = 5, d
     sequence; ``bytes``: data per device (``"1GiB"`` or an int); ``pin``: entries ``"AXIS:LEVEL=F"``
     fixing a matrix entry; ``inside``: ``"AXIS:LEVEL"`` keeping an axis inside a level; ``axis_names``:
     the axes' names (``"data,model"``; default ``a0,a1,…``), carried into the schedule; ``solver``: a
-    backend name (``meshplan.solvers.backends``); ``progress(done, total)`` is called per placement."""
+    backend name (``meshplan.solvers.backends``); ``programs``: how many of each placement's programs
+    (the fastest) the plan's ``placements`` list (default :data:`DEFAULT_PROGRAMS`; ``None``: all — every
+    one is synthesized, re-checked and simulated either way, and ``study`` holds them all);
+    ``progress(done, total)`` is called per placement."""
     from meshplan.models.placement.constraints import PlacementConstraints
-    from meshplan.schedule import study_to_json
     from meshplan.solvers.placement.study import solve_placement as _solve
 
     system = as_system(system)
@@ -76,6 +95,7 @@ def solve_placement(system: Any, axes: Any, reduce: Any, *, max_size: int = 5, d
     names = as_axis_names(axis_names, len(axes))
     if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
         raise ModelError(f"--max-size must be at least 1, got {max_size}")
+    _check_programs(programs)
     nbytes = as_bytes(bytes)
     cons = PlacementConstraints.parse(system, list(pin), list(inside))
     try:
@@ -85,5 +105,53 @@ def solve_placement(system: Any, axes: Any, reduce: Any, *, max_size: int = 5, d
         if isinstance(err, ModelError) or "encoding" not in str(err):
             raise
         raise ModelError(f"--solver {solver}: {err}; choose another solver backend") from err
-    doc = study_to_json(study, names)
+    doc = schedule_document(study, names, programs)
     return PlacementPlan(**{k: freeze(v) for k, v in doc.items()}, study=study)
+
+
+def _check_programs(programs: Any) -> None:
+    if programs is not None and (isinstance(programs, bool) or not isinstance(programs, int) or programs < 1):
+        raise ModelError(f"--top-programs must be at least 1, got {programs!r} (or --all-programs for every program)")
+
+
+def _truncated(study, programs: int | None):
+    from dataclasses import replace
+
+    if programs is None:
+        return study
+    return replace(study, placements=tuple(replace(pl, programs=pl.programs[:programs]) for pl in study.placements))
+
+
+def schedule_document(study, axis_names: Any = None, programs: int | None = DEFAULT_PROGRAMS) -> dict[str, Any]:
+    """The schedule document (docs/schedule-format.md) of a placement study with the ``programs`` fastest
+    programs of each placement (``None``: all); ``num_programs`` still counts every synthesized program
+    and ``programs_per_placement`` says how many were kept."""
+    from meshplan.schedule import study_to_json
+
+    _check_programs(programs)
+    doc = study_to_json(_truncated(study, programs), axis_names)
+    for d, pl in zip(doc["placements"], study.placements):
+        d["num_programs"] = len(pl.programs)
+    placements = doc.pop("placements")
+    doc["programs_per_placement"] = programs
+    doc["placements"] = placements
+    return doc
+
+
+def write_schedule(study, *, axis_names: Any = None, programs: int | None = DEFAULT_PROGRAMS,
+                   indent: int | None = None):
+    """The schedule document of :func:`schedule_document` as text chunks, built and encoded one placement
+    at a time, so a document of every program of thousands of devices never exists as one string or one
+    object (``--json --all-programs``, ``--export``)."""
+    from dataclasses import replace
+
+    head = schedule_document(replace(study, placements=study.placements[:1]), axis_names, programs)
+    head.pop("placements")
+    sep = (",\n" + " " * indent) if indent else ","
+    text = json.dumps(head, indent=indent)
+    yield text[: text.rstrip().rindex("}")].rstrip() + sep.rstrip(" ") + (" " * (indent or 0)) + '"placements": ['
+    for i, pl in enumerate(study.placements):
+        one = schedule_document(replace(study, placements=(pl,)), axis_names, programs)["placements"][0]
+        one["id"] = i
+        yield ("," if i else "") + json.dumps(one, indent=indent)
+    yield "]}\n"

@@ -64,6 +64,11 @@ def register(sub) -> None:
                         "into the table, the JSON and the schedule (export uses them as mesh axis names)")
     p.add_argument("--top", type=int, default=None, metavar="K",
                    help="show only the K fastest placements in the table (JSON always has all)")
+    p.add_argument("--top-programs", type=int, default=None, metavar="K",
+                   help="programs per placement in --json/--export: the K fastest (default 5); all are "
+                        "synthesized, re-checked and simulated either way")
+    p.add_argument("--all-programs", action="store_true",
+                   help="--json/--export list every synthesized program (streamed; can be large)")
     p.add_argument("--export", metavar="FILE", help="also write the full JSON schedule to FILE "
                    "(input of check/run/export/show)")
     add_common_flags(p)
@@ -77,10 +82,11 @@ def _missing(parser) -> int:
 
 def run(args) -> int:
     """``meshplan solve placement``: :func:`meshplan.api.placement.solve_placement`, then a table or JSON."""
-    from meshplan.api.placement import solve_placement
+    from meshplan.api.placement import DEFAULT_PROGRAMS, solve_placement
 
     if args.top is not None and args.top < 1:
         raise ModelError(f"--top must be at least 1, got {args.top}")
+    programs = _programs(args)  # checked before the work
     if args.export:
         from meshplan.models.core.outputs import check_output_path
 
@@ -88,16 +94,43 @@ def run(args) -> int:
     with progress(not args.json, "synthesizing") as update:
         plan = solve_placement(args.system, args.axes, args.reduce, max_size=args.max_size, dsl=args.dsl,
                                bytes=args.bytes, algo=args.algo, solver=args.solver, pin=args.pin,
-                               inside=args.inside, axis_names=args.axis_names, progress=update)
+                               inside=args.inside, axis_names=args.axis_names, progress=update,
+                               programs=min(programs or DEFAULT_PROGRAMS, DEFAULT_PROGRAMS))
     if args.export:
-        plan.save(args.export)
+        plan.save(args.export, programs=programs)
     if args.json:
-        print_json(plan.to_json())
+        _print_plan(plan, programs)
         return 0
     _table(plan.study, args.top, plan.axis_names)
     if args.export:
         console().print(f"schedule written to {args.export}")
     return 0
+
+
+def _programs(args) -> int | None:
+    """Programs per placement in the JSON: ``--all-programs`` → all, else ``--top-programs`` (default 5)."""
+    from meshplan.api.placement import DEFAULT_PROGRAMS
+
+    if args.all_programs:
+        if args.top_programs is not None:
+            raise ModelError("give either --top-programs K or --all-programs, not both")
+        return None
+    if args.top_programs is not None and args.top_programs < 1:
+        raise ModelError(f"--top-programs must be at least 1, got {args.top_programs} (or --all-programs)")
+    return DEFAULT_PROGRAMS if args.top_programs is None else args.top_programs
+
+
+def _print_plan(plan, programs: int | None) -> None:
+    """The JSON on stdout: as ``print_json`` for a small document, streamed per placement when large."""
+    import sys
+
+    listed = sum(len(pl.programs) if programs is None else min(programs, len(pl.programs))
+                 for pl in plan.study.placements)
+    if programs == plan.programs_per_placement and listed * plan.study.system.num_devices * plan.max_size <= 200_000:
+        print_json(plan.to_json())
+        return
+    for chunk in plan.iter_json(programs=programs):
+        sys.stdout.write(chunk)
 
 
 def _table(study, top: int | None, names) -> None:

@@ -93,6 +93,27 @@ class ReplayMemo:
         self.states: list[Context] = []
         self.transitions: dict[tuple, int | RuleViolation] = {}
         self.step_times: dict[tuple, object] = {}
+        self._starts: dict[tuple[int, int], int] = {}
+        self._goals: dict[tuple[int, int, int], tuple[object, int]] = {}
+
+    def start(self, num_devices: int, chunks: int) -> int:
+        """The number of the initial state of ``num_devices`` devices with ``chunks`` chunks."""
+        key = (num_devices, chunks)
+        i = self._starts.get(key)
+        if i is None:
+            i = self._starts[key] = self.intern(initial_context(num_devices, chunks))
+        return i
+
+    def goal(self, reduction_groups: Sequence[Sequence[int]], num_devices: int, chunks: int) -> int:
+        """The number of the goal state of ``reduction_groups`` (cached per tuple object)."""
+        if not isinstance(reduction_groups, tuple):  # a mutable sequence could change under the cache
+            return self.intern(goal_context(tuple(tuple(g) for g in reduction_groups), num_devices, chunks))
+        key = (id(reduction_groups), num_devices, chunks)
+        hit = self._goals.get(key)
+        if hit is None or hit[0] is not reduction_groups:
+            goal = goal_context(tuple(tuple(g) for g in reduction_groups), num_devices, chunks)
+            hit = self._goals[key] = (reduction_groups, self.intern(goal))  # the reference pins the id
+        return hit[1]
 
     def intern(self, ctx: Context) -> int:
         """The number of state ``ctx`` (states are numbered in order of first sight)."""
@@ -124,7 +145,7 @@ def replay(program: LoweredProgram, reduction_groups: Sequence[Sequence[int]],
     k = chunks if chunks is not None else chunks_for(reduction_groups)
     n = program.num_devices
     memo = memo if memo is not None else ReplayMemo()
-    cur = memo.intern(initial_context(n, k))
+    cur = memo.start(n, k)
     for i, step in enumerate(program.steps, 1):
         nxt = memo.advance(cur, step.collective, step.groups)
         if isinstance(nxt, RuleViolation):
@@ -134,9 +155,10 @@ def replay(program: LoweredProgram, reduction_groups: Sequence[Sequence[int]],
                                    tuple(ctx[d] for d in nxt.group)), final=ctx)
         cur = nxt
     ctx = memo.states[cur]
-    goal = goal_context(tuple(tuple(g) for g in reduction_groups), n, k)
-    if ctx == goal:
+    goal_id = memo.goal(reduction_groups, n, k)
+    if cur == goal_id:
         return Verdict(True, len(program.steps), None, (), final=ctx)
+    goal = memo.states[goal_id]
     short = []
     for d in range(n):
         for r in range(k):

@@ -8,7 +8,7 @@ reduction group (:meth:`SynthesisHierarchy.lower_groups`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Sequence
 
@@ -27,6 +27,9 @@ class LoweredStep:
     collective: Collective
     groups: tuple[tuple[int, ...], ...]
     instruction: Instruction | None = None
+    #: the smallest and largest device of the groups (checked once here, so a program's range check is O(1)
+    #: per step however many devices the step covers)
+    span: tuple[int, int] = field(default=(0, -1), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.collective not in COLLECTIVES:
@@ -40,6 +43,8 @@ class LoweredStep:
                 if d in seen:
                     raise ModelError(f"device {d} appears twice in the groups of one {self.collective} step")
                 seen.add(d)
+        if seen:
+            object.__setattr__(self, "span", (min(seen), max(seen)))
 
     @property
     def key(self) -> tuple[Collective, tuple[tuple[int, ...], ...]]:
@@ -56,10 +61,10 @@ class LoweredProgram:
 
     def __post_init__(self) -> None:
         for i, st in enumerate(self.steps, 1):
-            for g in st.groups:
-                for d in g:
-                    if not 0 <= d < self.num_devices:
-                        raise ModelError(f"step {i}: device {d} out of range 0..{self.num_devices - 1}")
+            lo, hi = st.span
+            if lo < 0 or hi >= self.num_devices:
+                d = lo if lo < 0 else hi
+                raise ModelError(f"step {i}: device {d} out of range 0..{self.num_devices - 1}")
 
     @property
     def key(self) -> tuple:

@@ -33,11 +33,11 @@ ring, as in NCCL.  Resource model per interconnect kind: docs/simulator.md.
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
+
+import numpy as np
 
 from meshplan.models.core.collectives import Collective
 from meshplan.models.core.errors import ModelError
@@ -46,8 +46,9 @@ from meshplan.models.reduction.checker import ReplayMemo
 from meshplan.models.reduction.semantics import RuleViolation
 from meshplan.models.reduction.state import Context, initial_context
 from meshplan.models.core.system import System
+from meshplan.models.reduction.routing import Router, port_share
 
-__all__ = ["ALGORITHMS", "StepTime", "ProgramTime", "flows", "tree_allreduce", "btree_parent", "dtree_parents", "simulate_step", "simulate", "port_share"]
+__all__ = ["ALGORITHMS", "StepTime", "ProgramTime", "flows", "tree_allreduce", "btree_parent", "dtree_parents", "simulate_step", "simulate_local_step", "simulate", "port_share", "router"]
 
 ALGORITHMS = ("ring", "tree")
 
@@ -182,90 +183,105 @@ def flows(collective: Collective | str, group: Sequence[int], sizes: Sequence[fl
     return [(rev[i], rev[i + 1], S) for i in range(n - 1)], n - 1
 
 
-def port_share(system: System, level: int, link) -> int:
-    """Devices per port of a switch/NIC interconnect (docs/simulator.md)."""
-    if link.share is not None:
-        return link.share
-    return 1 if link.kind == "switch" else system.unit_size(level)
+@lru_cache(maxsize=16)
+def router(system: System) -> Router:
+    """The (cached) :class:`~meshplan.models.reduction.routing.Router` of a system."""
+    return Router(system)
 
 
-def _route(system: System, src: int, dst: int, nbytes: float, load: dict, lat: list[float]) -> None:
-    j = system.first_difference(src, dst)
-    if j is None:
-        return
-    lv = system.levels[j]
-    if not lv.links:
-        raise ModelError(f"level {lv.name!r} of system {system} has no interconnect to carry a message")
-    cs, cd = system.coords(src), system.coords(dst)
-    for li, link in enumerate(lv.links):
-        lat.append(link.latency)
-        if link.kind == "ring":
-            size, a, b = lv.size, cs[j], cd[j]
-            fwd = (b - a) % size
-            step, hops = (1, fwd) if fwd <= size - fwd else (-1, size - fwd)
-            pos = a
-            for _ in range(hops):
-                load[("ring", j, li, cs[:j], pos, step)] += nbytes / link.bandwidth
-                pos = (pos + step) % size
-        else:
-            share = port_share(system, j, link)
-            load[("up", j, li, src // share)] += nbytes / link.bandwidth
-            load[("down", j, li, dst // share)] += nbytes / link.bandwidth
-
-
-def _hosts(system: System) -> tuple[int, ...]:
+def _hosts(system: System) -> np.ndarray:
     """Each device's host for the tree algorithm: its coordinate on the outermost level when the system
     has several levels (a node of GPUs); a one-level system is one host."""
-    return _hosts_of_sizes(tuple(lv.size for lv in system.levels))
+    return router(system).host
 
 
-@lru_cache(maxsize=64)
-def _hosts_of_sizes(sizes: tuple[int, ...]) -> tuple[int, ...]:
-    n = math.prod(sizes)
-    if len(sizes) < 2:
-        return (0,) * n
-    per_host = n // sizes[0]  # devices are numbered row-major: the outermost coordinate varies slowest
-    return tuple(d // per_host for d in range(n))
+def _time(system: System, collective: Collective, algo: str, src: list[int], dst: list[int], nb: list[float],
+          gid: list[int], shapes: list[tuple[int, int, int]], reps: int = 1, table: np.ndarray | None = None,
+          num_devices: int | None = None) -> StepTime:
+    """The step time of flows ``src → dst`` (``gid``: their group; ``shapes[g]`` = rounds, chain hops,
+    tree depth of group ``g``).  With ``table`` (shape ``(reps, k)``) the flows are over positions and are
+    repeated in every row of ``table`` (one row per reduction group)."""
+    r = router(system)
+    s_, d_, w_ = np.asarray(src, dtype=np.intp), np.asarray(dst, dtype=np.intp), np.asarray(nb, dtype=float)
+    g_ = np.asarray(gid, dtype=np.intp)
+    if table is not None:
+        s_, d_ = table[:, s_].ravel(), table[:, d_].ravel()
+        w_, g_ = np.tile(w_, reps), np.tile(g_, reps)
+    n = num_devices if num_devices is not None else system.num_devices
+    if not len(s_):
+        return StepTime(0.0, 0.0, 0.0, "none", (0.0,) * n)
+    bw, bottleneck, lat = r.loads(s_, d_, w_)
+    sent = tuple(np.bincount(s_, weights=w_, minlength=n).tolist())
+    ng = len(shapes)
+    if algo == "tree" and collective is Collective.ALL_REDUCE:
+        inter = r.host[s_] != r.host[d_]
+        lo, hi = np.zeros(ng), np.zeros(ng)
+        np.maximum.at(lo, g_[~inter], lat[~inter])
+        np.maximum.at(hi, g_[inter], lat[inter])
+        chain = np.array([c for _, c, _ in shapes], dtype=float)
+        depth = np.array([t for _, _, t in shapes], dtype=float)
+        latency = float((2 * (chain * lo + depth * hi)).max())
+    else:
+        top = np.zeros(ng)
+        np.maximum.at(top, g_, lat)
+        latency = float((np.array([rd for rd, _, _ in shapes], dtype=float) * top).max())
+    return StepTime(bw + latency, bw, latency, bottleneck, sent)
 
 
-def _describe(system: System, key: tuple) -> str:
-    kind, j, li = key[0], key[1], key[2]
-    link = system.levels[j].links[li]
-    name = link.name or link.kind
-    if kind == "ring":
-        return f"{name} ring link of level {system.levels[j].name}"
-    return f"{name} port ({kind}) at level {system.levels[j].name}"
+def _group_flows(collective: Collective, groups, sizes_of, host_of, algo: str):
+    """Flows of every group that holds data, with each group's (rounds, chain hops, tree depth)."""
+    src: list[int] = []
+    dst: list[int] = []
+    nb: list[float] = []
+    gid: list[int] = []
+    shapes: list[tuple[int, int, int]] = []
+    tree = algo == "tree" and collective is Collective.ALL_REDUCE
+    for g in groups:
+        sizes = [sizes_of(d) for d in g]
+        if max(sizes, default=0) <= 0:
+            continue  # a group that holds no data sends nothing and waits for nothing
+        hosts = [host_of(d) for d in g]
+        fl, rounds = flows(collective, g, sizes, algo, hosts)
+        chain = depth = 0
+        if tree:
+            _, chain, depth = tree_allreduce(g, 0.0, hosts)
+        for a, b, w in fl:
+            src.append(a)
+            dst.append(b)
+            nb.append(w)
+            gid.append(len(shapes))
+        shapes.append((rounds, chain, depth))
+    return src, dst, nb, gid, shapes
 
 
 def simulate_step(system: System, step: LoweredStep, context: Context, chunk_bytes: float,
                   algo: str = "ring") -> StepTime:
     """Time of one step from the states before it (which give the buffer sizes)."""
-    load: dict = defaultdict(float)
-    sent = [0.0] * system.num_devices
-    latency = 0.0
-    host_of = _hosts(system)
-    for g in step.groups:
-        sizes = [sum(1 for m in context[d] if m) * chunk_bytes for d in g]
-        if max(sizes, default=0) <= 0:
-            continue  # a group that holds no data sends nothing and waits for nothing
-        hosts = [host_of[d] for d in g]
-        fl, rounds = flows(step.collective, g, sizes, algo, hosts)
-        intra: list[float] = []
-        inter: list[float] = []
-        for src, dst, nb in fl:
-            sent[src] += nb
-            _route(system, src, dst, nb, load, inter if host_of[src] != host_of[dst] else intra)
-        if algo == "tree" and Collective.parse(step.collective) is Collective.ALL_REDUCE:
-            _, chain, depth = tree_allreduce(g, 0.0, hosts)
-            latency = max(latency, 2 * (chain * max(intra, default=0.0) + depth * max(inter, default=0.0)))
-        elif intra or inter:
-            latency = max(latency, rounds * max(intra + inter))
-    if load:
-        key, bw_time = max(load.items(), key=lambda kv: kv[1])
-        bottleneck = _describe(system, key)
-    else:
-        bw_time, bottleneck = 0.0, "none"
-    return StepTime(bw_time + latency, bw_time, latency, bottleneck, tuple(sent))
+    host = _hosts(system)
+    c = Collective.parse(step.collective)
+    flows_ = _group_flows(c, step.groups, lambda d: sum(1 for m in context[d] if m) * chunk_bytes,
+                          lambda d: int(host[d]), algo)
+    return _time(system, c, algo, *flows_)
+
+
+def simulate_local_step(system: System, quotient, local, held: Sequence[int], chunk_bytes: float,
+                        algo: str = "ring") -> StepTime:
+    """Time of a step that is the same in every reduction group (a uniform
+    :class:`~meshplan.models.reduction.symmetry.LocalStep`), from the chunks ``held[p]`` that position
+    ``p`` holds: the flows of one reduction group are computed once, on its devices, and repeated in every
+    reduction group (by the quotient's member table), then routed together — contention between reduction
+    groups is kept.  Requires :meth:`~meshplan.models.reduction.symmetry.Quotient.same_hosts` for the
+    tree algorithm (hosts shape the tree)."""
+    q = quotient
+    first = q.members[0]
+    pos = {d: p for p, d in enumerate(first)}
+    host = _hosts(system)
+    c = Collective.parse(local.collective)
+    groups = [tuple(first[p] for p in g) for g in local.patterns[0]]
+    src, dst, nb, gid, shapes = _group_flows(c, groups, lambda d: held[pos[d]] * chunk_bytes,
+                                             lambda d: int(host[d]), algo)
+    return _time(system, c, algo, [pos[d] for d in src], [pos[d] for d in dst], nb, gid, shapes,
+                 reps=len(q.members), table=q.table(), num_devices=system.num_devices)
 
 
 def simulate(system: System, program: LoweredProgram, *, bytes_per_device: float, chunks: int,

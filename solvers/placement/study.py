@@ -8,22 +8,58 @@ rank.  Plans are values: the result is a tree of frozen dataclasses.
 
 from __future__ import annotations
 
+import math
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from meshplan.models.placement.matrix import ParallelismMatrix, check_axes, check_reduce
-from meshplan.models.reduction.checker import ReplayMemo
 from meshplan.models.placement.constraints import PlacementConstraints
 from meshplan.models.reduction.dsl import Program
 from meshplan.models.reduction.hierarchy import SynthesisHierarchy, synthesis_hierarchy
 from meshplan.models.reduction.lowering import LoweredProgram, LoweredStep
-from meshplan.models.reduction.simulator import ProgramTime, simulate
+from meshplan.models.reduction.simulator import ProgramTime
+from meshplan.models.reduction.symmetry import LocalMemo, Quotient, simulate_symmetric
+from meshplan.models.core.errors import ModelError
 from meshplan.models.core.system import System
 from meshplan.solvers.placement.enumerate import enumerate_placements
 from meshplan.solvers.reduction.synthesis import synthesize
 
-__all__ = ["ProgramResult", "PlacementResult", "PlacementStudy", "solve_placement", "allreduce_program"]
+__all__ = ["ProgramResult", "PlacementResult", "PlacementStudy", "solve_placement", "allreduce_program",
+           "SIZE_LIMITS", "check_size"]
+
+#: what ``solve placement`` accepts, with the environment variable that raises each limit (docs/solve.md).
+#: The work is linear in the devices (the quotient by the reduction groups), but a device list is still
+#: built per placement; a synthesis state holds ``k × k`` bits per member of a ``k``-device reduction
+#: group, so the search grows with ``k³`` (``k = 512``: ~30 s and ~2.5 GB).
+SIZE_LIMITS = {"devices": (65_536, "MESHPLAN_MAX_PLACEMENT_DEVICES"), "group": (512, "MESHPLAN_MAX_GROUP")}
+
+
+def _limit(name: str) -> tuple[int, str]:
+    default, env = SIZE_LIMITS[name]
+    raw = os.environ.get(env)
+    if raw is None:
+        return default, env
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ModelError(f"{env} must be a positive integer, got {raw!r}")
+    return int(raw), env
+
+
+def check_size(system: System, axes: Sequence[int], reduce: Sequence[int]) -> None:
+    """Refuse, before any work, a system or reduction group larger than :data:`SIZE_LIMITS`, saying the limit
+    and how to raise it."""
+    most, env = _limit("devices")
+    n = system.num_devices
+    if n > most:
+        raise ModelError(f"system {system.short()} has {n:,} devices; solve placement handles up to {most:,} "
+                         f"(set {env}={n} to raise the limit; time and memory grow linearly with the devices)")
+    most, env = _limit("group")
+    k = math.prod(axes[i] for i in reduce)
+    if k > most:
+        raise ModelError(f"the reduction axes {list(reduce)} make reduction groups of {k:,} devices; synthesis "
+                         f"handles groups of up to {most:,} (set {env}={k} to raise the limit; its states grow "
+                         f"with the group size cubed)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,26 +124,30 @@ def solve_placement(system: System, axes: Sequence[int], reduce: Sequence[int], 
                     backend: str = "cpsat", constraints: PlacementConstraints | None = None,
                     progress: Callable[[int, int], None] | None = None) -> PlacementStudy:
     """Enumerate the parallelism matrices of ``axes`` on ``system`` (P2 §3.1, with ``backend``), synthesize the
-    reduction programs of each (§3.5), re-check and simulate them (§5); placements fastest first."""
+    reduction programs of each (§3.5), re-check and simulate them (§5); placements fastest first.
+
+    The re-check and the simulation work by the quotient of the reduction groups
+    (:mod:`meshplan.models.reduction.symmetry`): linear in the devices, exact."""
     axes = check_axes(system, axes)
     red = check_reduce(axes, reduce)
+    check_size(system, axes, red)
     matrices = enumerate_placements(system, axes, backend=backend, constraints=constraints)
     results = []
     total_synth = 0.0
+    memo = LocalMemo()  # shared by every placement: local replays, bit contexts, step times
     for idx, m in enumerate(matrices):
         h = synthesis_hierarchy(m, red)
         t0 = time.perf_counter()
-        memo = ReplayMemo()  # shared by the re-check and the simulation of this placement's programs
         syn = synthesize(h, max_size=max_size, dialect=dialect, memo=memo)
         total_synth += time.perf_counter() - t0
         groups = tuple(m.reduction_groups(red))
-        k = len(groups[0])
-        progs = [ProgramResult(p, lp, simulate(system, lp, bytes_per_device=bytes_per_device, chunks=k,
-                                               algo=algo, memo=memo))
+        q = Quotient(groups, system.num_devices, memo)
+        progs = [ProgramResult(p, lp, simulate_symmetric(system, lp, q, bytes_per_device=bytes_per_device,
+                                                         algo=algo, memo=memo))
                  for p, lp in zip(syn.programs, syn.lowered)]
         order = sorted(range(len(progs)), key=lambda i: (progs[i].time.time_s, len(progs[i].program), i))
-        ar = simulate(system, allreduce_program(groups, system.num_devices), bytes_per_device=bytes_per_device,
-                      chunks=k, algo=algo, memo=memo)
+        ar = simulate_symmetric(system, allreduce_program(groups, system.num_devices), q,
+                                bytes_per_device=bytes_per_device, algo=algo, memo=memo)
         results.append(PlacementResult(m, h, groups, ar, tuple(progs[i] for i in order), syn.seconds))
         if progress:
             progress(idx + 1, len(matrices))

@@ -66,24 +66,32 @@ class PackedSemantics:
     def apply(self, state: tuple[int, ...], collective: Collective | str,
               groups: Sequence[Sequence[int]]) -> tuple[int, ...] | None:
         """The post-state, or ``None`` when a premise fails for some group."""
+        occ = tuple(self.occupancy(x) for x in state)
+        out = self.apply_occ(state, occ, collective, groups)
+        return None if out is None else out[0]
+
+    def apply_occ(self, state: tuple[int, ...], occ: tuple[int, ...], collective: Collective | str,
+                  groups: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        """:meth:`apply` given the state's occupancies ``occ`` (one ``k``-bit mask per device); returns
+        the post-state and its occupancies, or ``None`` when a premise fails for some group."""
         c = collective if type(collective) is Collective else Collective(collective)
-        new = list(state)
-        for g in groups:
-            xs = [state[d] for d in g]
-            if c.reduces:
-                occ0 = self.occupancy(xs[0])
+        new, nocc = list(state), list(occ)
+        if c is Collective.ALL_REDUCE or c is Collective.REDUCE or c is Collective.REDUCE_SCATTER:
+            for g in groups:
+                occ0 = occ[g[0]]
                 acc = 0
-                for x in xs:
-                    if acc & x or self.occupancy(x) != occ0:
+                for d in g:
+                    x = state[d]
+                    if acc & x or occ[d] != occ0:
                         return None
                     acc |= x
                 if c is Collective.ALL_REDUCE:
                     for d in g:
                         new[d] = acc
                 elif c is Collective.REDUCE:
-                    new[g[0]] = acc
-                    for d in g[1:]:
-                        new[d] = 0
+                    for d in g:
+                        new[d], nocc[d] = 0, 0
+                    new[g[0]], nocc[g[0]] = acc, occ0
                 else:
                     rows = [r for r in range(self.k) if occ0 >> r & 1]
                     n = len(g)
@@ -92,22 +100,31 @@ class PackedSemantics:
                     b = len(rows) // n
                     for i, d in enumerate(g):
                         sel = sum(1 << r for r in rows[i * b:(i + 1) * b])
-                        new[d] = acc & self._rows_mask(sel)
-            elif c is Collective.ALL_GATHER:
+                        new[d], nocc[d] = acc & self._rows_mask(sel), sel
+        elif c is Collective.ALL_GATHER:
+            for g in groups:
                 seen, acc = 0, 0
-                count = bin(self.occupancy(xs[0])).count("1")
-                for x in xs:
-                    occ = self.occupancy(x)
-                    if seen & occ or bin(occ).count("1") != count:
+                count = bin(occ[g[0]]).count("1")
+                for d in g:
+                    o = occ[d]
+                    if seen & o or bin(o).count("1") != count:
                         return None
-                    seen |= occ
-                    acc |= x
+                    seen |= o
+                    acc |= state[d]
                 for d in g:
-                    new[d] = acc
-            else:  # Broadcast
-                root = xs[0]
-                if any(x & ~root for x in xs[1:]) or all(x == root for x in xs[1:]):
+                    new[d], nocc[d] = acc, seen
+        else:  # Broadcast
+            for g in groups:
+                root = state[g[0]]
+                same = True
+                for d in g[1:]:
+                    x = state[d]
+                    if x & ~root:
+                        return None
+                    same = same and x == root
+                if same:
                     return None
+                o = occ[g[0]]
                 for d in g:
-                    new[d] = root
-        return tuple(new)
+                    new[d], nocc[d] = root, o
+        return tuple(new), tuple(nocc)

@@ -26,12 +26,13 @@ from functools import lru_cache
 from typing import Sequence
 
 from meshplan.models.core.collectives import Collective
-from meshplan.models.core.errors import ModelError
+from meshplan.models.core.errors import ModelError, VerificationError
 from meshplan.models.reduction.checker import ReplayMemo, require_valid
 from meshplan.models.reduction.dsl import FormKind, Instruction, Program, group_spec, instructions, point_groups
 from meshplan.models.reduction.hierarchy import SynthesisHierarchy
-from meshplan.models.reduction.lowering import LoweredProgram, lower
+from meshplan.models.reduction.lowering import LoweredProgram, lower_instruction
 from meshplan.models.reduction.state import Context, goal_context, initial_context
+from meshplan.models.reduction.symmetry import LocalMemo, Quotient, recheck_symmetric, replay_symmetric
 from meshplan.solvers.reduction.packed_semantics import PackedSemantics
 
 __all__ = ["Candidate", "clear_cache", "SynthesisResult", "candidates", "synthesize", "DIALECTS"]
@@ -96,50 +97,89 @@ def candidates(h: SynthesisHierarchy, dialect: str = "full") -> tuple[Candidate,
 def _search(cands: Sequence[Candidate], start: Context, goal: Context, max_size: int,
             dialect: str = "full") -> list[tuple[int, ...]]:
     """All candidate-index sequences of length ≤ max_size from start to goal, each step valid and
-    changing the state (on packed states, :mod:`meshplan.solvers.reduction.packed_semantics`)."""
+    changing the state (on packed states, :mod:`meshplan.solvers.reduction.packed_semantics`).
+
+    States are interned to small numbers and each state's successors are computed once (not once per
+    remaining budget), so the work is one rule application per (reachable state, candidate)."""
     sem = PackedSemantics(len(start), len(start[0]) if start else 0)
-    pstart, pgoal = sem.pack(start), sem.pack(goal)
     strict = dialect == "paper"
+    ids: dict[tuple[int, ...], int] = {}
+    states: list[tuple[tuple[int, ...], tuple[int, ...]]] = []  # (state, occupancies)
+    succ: dict[int, tuple[tuple[int, int], ...]] = {}
+
+    def intern(state: tuple[int, ...], occ: tuple[int, ...] | None = None) -> int:
+        i = ids.get(state)
+        if i is None:
+            i = ids[state] = len(states)
+            states.append((state, occ if occ is not None else tuple(sem.occupancy(x) for x in state)))
+        return i
+
+    start_id, goal_id = intern(sem.pack(start)), intern(sem.pack(goal))
+
+    def moves(sid: int) -> tuple[tuple[int, int], ...]:
+        got = succ.get(sid)
+        if got is None:
+            (state, occ), out = states[sid], []
+            for ci, c in enumerate(cands):
+                if strict and _moves_empty_buffers(state, c.instruction.collective, c.groups):
+                    continue
+                nxt = sem.apply_occ(state, occ, c.instruction.collective, c.groups)
+                if nxt is None or nxt[0] == state:
+                    continue
+                out.append((ci, intern(*nxt)))
+            got = succ[sid] = tuple(out)
+        return got
 
     @lru_cache(maxsize=None)
-    def suffixes(state: tuple[int, ...], budget: int) -> tuple[tuple[int, ...], ...]:
-        if state == pgoal:
+    def suffixes(sid: int, budget: int) -> tuple[tuple[int, ...], ...]:
+        if sid == goal_id:
             return ((),)
         if budget == 0:
             return ()
         out = []
-        for ci, c in enumerate(cands):
-            if strict and _moves_empty_buffers(state, c.instruction.collective, c.groups):
-                continue
-            nxt = sem.apply(state, c.instruction.collective, c.groups)
-            if nxt is None or nxt == state:
-                continue
+        for ci, nxt in moves(sid):
             for suf in suffixes(nxt, budget - 1):
                 out.append((ci, *suf))
         return tuple(out)
 
-    found = list(suffixes(pstart, max_size))
+    found = list(suffixes(start_id, max_size))
     found.sort(key=lambda seq: (len(seq), seq))
     return found
 
 
 def synthesize(h: SynthesisHierarchy, *, max_size: int = 5, dialect: str = "full",
-               recheck: bool = True, memo: ReplayMemo | None = None) -> SynthesisResult:
+               recheck: bool | str = True, memo: ReplayMemo | LocalMemo | None = None) -> SynthesisResult:
     """Every valid program of size ≤ ``max_size`` over ``h``, one per distinct lowering, shortest first
-    (P2 §3.5).  Each is re-checked by the solver-free checker; pass one
-    :class:`~meshplan.models.reduction.checker.ReplayMemo` as ``memo`` to share its replays."""
+    (P2 §3.5).  Each lowered program is re-checked by the solver-free reference rules, independently of the
+    search's packed rules: ``recheck=True`` (or ``"symmetric"``) replays it by the quotient of the
+    reduction groups with the bit-array rules
+    (:func:`~meshplan.models.reduction.symmetry.recheck_symmetric`: one replay over a reduction group's
+    positions, linear in the devices), ``"full"`` on every device with the reference rules (quadratic;
+    the oracle of the tests), ``False`` not at all.  Pass one
+    :class:`~meshplan.models.reduction.symmetry.LocalMemo` (or, for ``"full"``, a
+    :class:`~meshplan.models.reduction.checker.ReplayMemo`) as ``memo`` to share replays among
+    placements."""
     if max_size < 1:
         raise ModelError(f"--max-size must be at least 1, got {max_size}")
     t0 = time.perf_counter()
     cands = candidates(h, dialect)
     seqs = _point_programs(h, cands, dialect, max_size)
     programs = tuple(Program(tuple(cands[i].instruction for i in seq)) for seq in seqs)
-    lowered = tuple(lower(h, p) for p in programs)
+    steps = [lower_instruction(h, c.instruction) for c in cands]  # each candidate lowered once
+    n = h.matrix.system.num_devices
+    lowered = tuple(LoweredProgram(tuple(steps[i] for i in seq), n) for seq in seqs)
     if recheck:
-        groups = h.matrix.reduction_groups(h.reduce)
-        memo = memo if memo is not None else ReplayMemo()
-        for lp in lowered:
-            require_valid(lp, groups, memo=memo)
+        groups = tuple(h.matrix.reduction_groups(h.reduce))
+        if recheck == "full":
+            full = memo.replay if isinstance(memo, LocalMemo) else memo
+            for lp in lowered:
+                require_valid(lp, groups, memo=full)
+        else:
+            local = memo if isinstance(memo, LocalMemo) else LocalMemo()
+            q = Quotient(groups, h.matrix.system.num_devices, local)
+            for lp in lowered:
+                if not recheck_symmetric(lp, q, local):
+                    raise VerificationError(f"re-check failed: {replay_symmetric(lp, q, local.replay).reason()}")
     return SynthesisResult(h, programs, lowered, time.perf_counter() - t0, dialect, max_size)
 
 

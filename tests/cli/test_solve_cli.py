@@ -22,11 +22,12 @@ def test_table_output(cli):
 
 def test_json_has_every_placement_and_program(cli, tmp_path):
     exp = tmp_path / "s.json"
-    code, out, _ = cli("solve", "placement", "--system", "a100-2x16", "--axes", "2,2,8",
+    code, out, _ = cli("solve", "placement", "--system", "a100-2x16", "--axes", "2,2,8", "--all-programs",
                        "--reduce", "0,2", "--json", "--export", str(exp), "--bytes", "64MiB", "--algo", "tree")
     assert code == 0
     doc = json.loads(out)
     assert doc == json.loads(exp.read_text())
+    assert doc["programs_per_placement"] is None
     assert doc["schema"] == SCHEMA and doc["axes"] == [2, 2, 8] and doc["reduce"] == [0, 2]
     assert doc["system"]["name"] == "a100-2x16" and doc["bytes_per_device"] == 64 * 2**20
     assert isinstance(doc["synthesis_seconds"], float)
@@ -44,6 +45,24 @@ def test_json_has_every_placement_and_program(cli, tmp_path):
                 assert len(flat) == len(set(flat)) and all(0 <= d < 32 for d in flat)
     sched = load_schedule(exp)  # the file reads back into model values
     assert sched.placements[0].programs[0].lowered.num_devices == 32
+
+
+def test_json_and_export_keep_the_fastest_programs_by_default(cli, tmp_path):
+    """--json/--export list the K fastest programs per placement (default 5, --top-programs K); num_programs
+    still counts every synthesized (re-checked, simulated) program; --all-programs lists them all."""
+    base = ("solve", "placement", "--system", "v100-2x8", "--axes", "2,8", "--reduce", "1", "--json")
+    full = json.loads(cli(*base, "--all-programs")[1])
+    for args, k in (((), 5), (("--top-programs", "2"), 2)):
+        exp = tmp_path / f"top{k}.json"
+        code, out, _ = cli(*base, *args, "--export", str(exp))
+        doc = json.loads(out)
+        assert code == 0 and doc == json.loads(exp.read_text()) and doc["programs_per_placement"] == k
+        for pl, whole in zip(doc["placements"], full["placements"]):
+            assert pl["num_programs"] == whole["num_programs"] == len(whole["programs"])
+            assert pl["programs"] == whole["programs"][:k]
+        load_schedule(exp)
+    code, _, err = cli(*base, "--top-programs", "2", "--all-programs")
+    assert code == 2 and "either --top-programs" in err
 
 
 def test_paper_dialect_and_limits(cli):
