@@ -225,6 +225,7 @@ class LocalMemo:
         self.local_steps: dict[tuple, LoweredStep] = {}
         self._wholes: dict[int, tuple[tuple[int, ...], ...]] = {}
         self._held: dict[tuple[int, int], tuple[int, ...]] = {}
+        self.moves: dict[tuple, tuple] = {}
 
     def held(self, bits: BitContexts, state: int) -> tuple[int, ...]:
         """How many chunks each position holds in bit-array context ``state`` (cached)."""
@@ -280,9 +281,6 @@ def simulate_symmetric(system, program: LoweredProgram, quotient: Quotient, *, b
     from meshplan.models.reduction.simulator import ProgramTime, _hosts, simulate, simulate_local_step
 
     q = quotient
-    locals_ = [q.local(st) for st in program.steps]
-    if any(ls is None or ls.which is not None for ls in locals_) or (algo == "tree" and not q.same_hosts(_hosts(system))):
-        return simulate(system, program, bytes_per_device=bytes_per_device, chunks=q.k, algo=algo)
     if bytes_per_device <= 0:
         raise ModelError("bytes per device must be positive")
     memo = memo if memo is not None else LocalMemo()
@@ -290,14 +288,24 @@ def simulate_symmetric(system, program: LoweredProgram, quotient: Quotient, *, b
     chunk = bytes_per_device / q.k
     cur: int | None = bits.initial()
     out = []
-    for st, ls in zip(program.steps, locals_):
-        held = memo.held(bits, cur)  # type: ignore[arg-type]
-        key = (id(st.groups), st.collective, held, chunk, algo)
-        hit = memo.step_times.get(key)
-        if hit is None or hit[0] is not st.groups:  # type: ignore[index]
-            hit = memo.step_times[key] = (st.groups, simulate_local_step(system, q, ls, held, chunk, algo))
-        out.append(hit[1])  # type: ignore[index]
-        cur = bits.advance(cur, ls.collective, ls.steps[0].groups)  # type: ignore[union-attr,arg-type]
+    moves = memo.moves
+    for st in program.steps:
+        # one lookup per (context, step): its time and the next context (filled on first sight)
+        key = (id(q), cur, id(st.groups), st.collective, chunk, algo)
+        hit = moves.get(key)
+        if hit is None or hit[0] is not st.groups:
+            ls = q.local(st)
+            if ls is None or ls.which is not None or (algo == "tree" and not q.same_hosts(_hosts(system))):
+                return simulate(system, program, bytes_per_device=bytes_per_device, chunks=q.k, algo=algo)
+            held = memo.held(bits, cur)  # type: ignore[arg-type]
+            tkey = (id(st.groups), st.collective, held, chunk, algo)
+            t = memo.step_times.get(tkey)
+            if t is None or t[0] is not st.groups:  # type: ignore[index]
+                t = memo.step_times[tkey] = (st.groups, simulate_local_step(system, q, ls, held, chunk, algo))
+            nxt = bits.advance(cur, ls.collective, ls.steps[0].groups)  # type: ignore[arg-type]
+            hit = moves[key] = (st.groups, t[1], nxt, q)  # type: ignore[index]  # the references pin the ids
+        out.append(hit[1])
+        cur = hit[2]
         if cur is None:
             raise VerificationError(f"step {len(out)}, {st.collective}: a rule fails; an invalid program has "
                                     "no simulated time")

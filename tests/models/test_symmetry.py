@@ -24,12 +24,6 @@ from meshplan.solvers.reduction.synthesis import synthesize
 SYSTEMS = ["node=2,gpu=4", "node=4,gpu=2", "node=2,socket=2,gpu=2", "node=3,gpu=2"]
 
 
-def _cases():
-    for text in SYSTEMS:
-        s = System.parse(text) if hasattr(System, "parse") else None
-        yield text
-
-
 def _system(text: str) -> System:
     from meshplan.api.inputs import as_system
 
