@@ -131,6 +131,8 @@ def broken_promise(code: object, out: str, err: str) -> str | None:
         return "a traceback was printed"
     if _FLATTENED.search(err):
         return f"a traceback flattened into the error line: {err[:300]!r}"
+    if "expected one argument" in err:  # every flag of the cases has its value: a negative one must reach it
+        return f"argparse took a value for an option: {err[:300]!r}"
     if not isinstance(code, int):
         return str(code)
     lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("warning: ")]
