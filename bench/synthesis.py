@@ -7,7 +7,12 @@ run of placement enumeration (CP-SAT) + reduction synthesis (max size 5, DSL
 full and paper) for all placements.  The paper reports up to about 3 s per
 configuration; the target here is under 0.5 s for the slowest.
 
-    python bench/synthesis.py [--quick]
+Scale rows: the whole of ``meshplan solve placement`` (placements, synthesis, re-check, simulation and the
+schedule document with the default top 5 programs per placement), each in a fresh process, on 1,024,
+4,096 and 8,192 devices and the three-level case, with wall time, CPU time and peak RSS.  Targets (issues
+on scale and three-level synthesis): 8,192 devices under 30 s and 2 GB; the three-level case under 10 s.
+
+    python bench/synthesis.py [--quick] [--scale-only]
 """
 
 from __future__ import annotations
@@ -62,10 +67,53 @@ def time_config(system: System, axes, reduce, dialect: str) -> dict:
             "placement_s": t1 - t0, "synthesis_s": t2 - t1, "total_s": t2 - t0}
 
 
+#: (system, axes, reduce) of the scale rows; the first two are the --quick ones
+SCALE = [("node=8,socket=2,gpu=8", "8,2,8", "0,2"), ("node=128,gpu=8", "8,8,16", "0"),
+         ("node=512,gpu=8", "64,8,8", "0"), ("node=1024,gpu=8", "64,8,16", "0"),
+         ("node=1024,gpu=8", "512,16", "1")]
+
+_SCALE_CODE = """
+import json, resource, sys, time
+t0, c0 = time.perf_counter(), time.process_time()
+from meshplan.api.placement import solve_placement
+plan = solve_placement(sys.argv[1], sys.argv[2], sys.argv[3])
+size = sum(len(chunk) for chunk in plan.iter_json())
+print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "devices": plan.study.system.num_devices, "placements": len(plan.placements),
+                  "programs": sum(pl["num_programs"] for pl in plan.placements), "json_bytes": size}))
+"""
+
+
+def scale_row(system: str, axes: str, reduce: str) -> dict:
+    """One end-to-end ``solve placement`` in a fresh process (cold caches, its own peak RSS)."""
+    import json
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", _SCALE_CODE, system, axes, reduce], capture_output=True,
+                         text=True, timeout=900, check=True)
+    return {"system": system, "axes": axes, "reduce": reduce, **json.loads(out.stdout)}
+
+
+def scale_rows(quick: bool) -> list[dict]:
+    rows = [scale_row(*case) for case in (SCALE[:2] if quick else SCALE)]
+    print_table(["system", "axes", "reduce", "devices", "placements", "programs", "wall s", "cpu s", "peak MB",
+                 "json MB"],
+                [[r["system"], r["axes"], r["reduce"], r["devices"], r["placements"], r["programs"], r["wall_s"],
+                  r["cpu_s"], r["peak_rss_mb"], r["json_bytes"] / 2**20] for r in rows])
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="two systems, two axes at most")
+    ap.add_argument("--scale-only", action="store_true", help="only the end-to-end scale rows")
     args = ap.parse_args()
+    scale = scale_rows(args.quick)
+    if args.scale_only:
+        path = write_results("synthesis_scale", {"scale": scale, "quick": args.quick})
+        print(f"wrote {path}")
+        return 0
     enumerate_placements(System.parse("node=2,gpu=2"), (2, 2))  # warm the solver import
     systems = PAPER_SYSTEMS[::2] if args.quick else PAPER_SYSTEMS
     rows = []
@@ -102,7 +150,7 @@ def main() -> int:
     if three:
         print(f"three-level {THREE_LEVEL}: {len(three)} configurations, slowest "
               f"{summary['three_level_slowest_s']:.3f} s, median {summary['three_level_median_s']:.3f} s")
-    path = write_results("synthesis", {"summary": summary, "configs": rows, "quick": args.quick})
+    path = write_results("synthesis", {"summary": summary, "configs": rows, "scale": scale, "quick": args.quick})
     print(f"wrote {path}")
     return 0
 
