@@ -258,3 +258,43 @@ def test_ctrl_c_inside_cp_sat_is_reported_not_swallowed():
     out, err = proc.communicate(timeout=LIMIT_S)
     assert proc.returncode == 130, (out, err[-2000:])
     assert out.startswith("interrupted after"), out
+
+
+# -- random inputs (hypothesis) --------------------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=60)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=3000))
+def test_random_bytes_in_every_kind_of_input_file(data, scratch):
+    for name, argv in (("r.json", ["check", "{}", "--no-proof", "--json"]),
+                       ("r.json", ["export", "{}", "--format", "jax-mesh"]),
+                       ("r.txt", ["check", "{}", *fuzz._TEXT_FLAGS, "--no-proof"]),
+                       ("r.py", ["bound", "{}", "--no-tiles"]), ("r.py", ["count", "{}"]),
+                       ("r.toml", ["solve", "placement", "--system", "{}", "--axes", "2,2", "--reduce", "1"])):
+        path = scratch / "random" / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(data)
+        argv = [str(path) if a == "{}" else a for a in argv]
+        why = broken_promise(*run_in_process(argv))
+        assert why is None, f"meshplan {' '.join(argv)} on {data[:80]!r}: {why}"
+
+
+@settings(max_examples=30, deadline=None)
+@given(text=_TEXT)
+def test_random_text_in_every_kind_of_flag(text):
+    for argv in (["solve", "placement", f"--system={text}", "--axes", "2,2", "--reduce", "1", "--max-size", "2"],
+                 ["solve", "placement", "--system", "node=2,gpu=2", f"--axes={text}", "--reduce", "0",
+                  "--max-size", "2"],
+                 ["redistribute", f"[{text}]", "[12]", "--mesh", "x=2"],
+                 ["redistribute", "[12]", "[12]", f"--mesh={text}"],
+                 ["bound", f"--einsum={text}", "--no-tiles"],
+                 ["tensor", "halo", f"--partition={text}", "--shape", "1,1,8", "--kernel", "3"],
+                 ["run", "/nonexistent/plan.json", f"--bytes={text}"],
+                 ["run", "/nonexistent/plan.json", f"--timeout={text}"]):
+        why = broken_promise(*run_in_process(argv))
+        assert why is None, f"meshplan {' '.join(argv)}: {why}"
