@@ -384,5 +384,11 @@ def _parse_json(res: MpiResult) -> Any:
 
 
 def _tail(text: str, n: int = 6) -> str:
+    """The end of a job's output for a one-line error: of the ranks' Python tracebacks only the exception
+    lines, each once (frames and carets belong to a debugger, not to the error line)."""
     lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
+    if any(ln.startswith("Traceback (most recent call last)") for ln in lines):
+        kept = [ln.strip() for ln in lines if not ln.startswith((" ", "\t", "Traceback"))
+                and not set(ln.strip()) <= set("^~ ")]
+        lines = list(dict.fromkeys(kept)) or lines
     return " | ".join(lines[-n:]) if lines else "(no output)"
