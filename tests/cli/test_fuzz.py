@@ -298,3 +298,15 @@ def test_random_text_in_every_kind_of_flag(text):
                  ["run", "/nonexistent/plan.json", f"--timeout={text}"]):
         why = broken_promise(*run_in_process(argv))
         assert why is None, f"meshplan {' '.join(argv)}: {why}"
+
+
+def test_a_failed_jobs_error_line_has_the_ranks_exceptions_not_their_tracebacks():
+    from meshplan.exec.runtime.launch import _tail
+
+    rank = ('Traceback (most recent call last):\n  File "/x/rank.py", line 47, in values\n'
+            "    return np.ones(shape)\n           ^^^^^^^^^^^^^^\n"
+            "numpy._core._exceptions._ArrayMemoryError: Unable to allocate 1.00 TiB\n")
+    line = _tail(rank * 4 + "Abort(1) on node 2: application called MPI_Abort\n")
+    assert broken_promise(2, "", f"error: {line}\n") is None
+    assert line == ("numpy._core._exceptions._ArrayMemoryError: Unable to allocate 1.00 TiB | Abort(1) on node 2: "
+                    "application called MPI_Abort")
