@@ -79,9 +79,10 @@ class Router:
                     top = float(load.max())
                     if top <= 0:
                         continue
-                    hit = np.isin(res, np.nonzero(load >= top * (1 - 1e-12))[0])
-                    f0 = int(fid[hit].min())
-                    if top > best * (1 + 1e-12) or (top >= best * (1 - 1e-12) and f0 < first):
+                    if top < best * (1 - 1e-12):
+                        continue
+                    f0 = int(fid[(load >= top * (1 - 1e-12))[res]].min())  # first flow on a busiest resource
+                    if top > best * (1 + 1e-12) or f0 < first:
                         best, where, first = top, label, f0
         return best, where, lat
 
