@@ -8,6 +8,7 @@ sibling loops (multipath).  The oracle is Python itself: the generated source ru
 
 from __future__ import annotations
 
+import pytest
 import random
 
 import sympy as sp
@@ -82,6 +83,7 @@ def run_python(src: str, nstmts: int, values: dict) -> list[int]:
     return counts[1:]
 
 
+@pytest.mark.slow
 def test_random_loop_nests_match_execution():
     rng = random.Random(2026)
     exact = bounded = unknown = 0

@@ -61,6 +61,7 @@ def test_bound_below_the_tools_schedule_every_example(name):
     _check(name, 24)
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None)
 @given(data=st.data(), memory=st.integers(8, 24))
 def test_random_programs_bound_below_the_tools_schedule(soap_programs, data, memory):
