@@ -168,5 +168,6 @@ def _table(study, top: int | None, names) -> None:
     con.print(f"[bold]best placement[/bold] {b.matrix}: {b.best.program}")
     con.print(f"  {format_seconds(b.best.time.time_s)} vs AllReduce {format_seconds(b.allreduce.time_s)} "
               f"({b.speedup:.2f}x); slowest placement's AllReduce {format_seconds(worst)} "
-              f"({worst / b.best.time.time_s:.1f}x the best)")
+              + (f"({worst / b.best.time.time_s:.1f}x the best)" if b.best.time.time_s > 0 else
+                 "(nothing to reduce: every reduction group is one device)"))
     con.print(f"synthesis took {study.synthesis_seconds:.3f} s for {len(study.placements)} placements")

@@ -123,3 +123,19 @@ def test_console_script_runs_without_traceback(tmp_path):
     assert res.returncode == 2 and res.stderr.startswith("error: ") and "Traceback" not in res.stderr
     res = subprocess.run([*exe.split(), "--help"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert res.returncode == 0 and "solve" in res.stdout
+
+
+def test_reducing_an_axis_of_size_one_is_nothing_to_do(cli):
+    code, out, err = cli("solve", "placement", "--system", "node=2,gpu=2", "--axes", "1,4", "--reduce", "0")
+    assert code == 0 and "nothing to reduce" in out and "internal error" not in err
+
+
+def test_size_limits_stop_before_the_work(cli, monkeypatch):
+    code, _, err = cli("solve", "placement", "--system", "node=100000,gpu=100000", "--axes", "100000,100000",
+                       "--reduce", "0")
+    assert code == 2 and "MESHPLAN_MAX_PLACEMENT_DEVICES" in err and err.count("\n") == 1
+    code, _, err = cli("solve", "placement", "--system", "node=4,gpu=8", "--axes", "32", "--reduce", "0")
+    assert code == 0
+    monkeypatch.setenv("MESHPLAN_MAX_GROUP", "16")
+    code, _, err = cli("solve", "placement", "--system", "node=4,gpu=8", "--axes", "32", "--reduce", "0")
+    assert code == 2 and "MESHPLAN_MAX_GROUP=32" in err
