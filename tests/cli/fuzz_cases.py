@@ -282,6 +282,8 @@ def _cases() -> list[Case]:
         ("inside-bad-axis", ("--reduce", "1", "--inside", "9:gpu")), ("top-zero", ("--reduce", "1", "--top", "0")),
         ("export-directory", ("--reduce", "1", "--export", F("directory"))),
     )]
+    cases.append(Case("solve", "system-huge-with-its-axes", ("solve", "placement", "--system", "node=100000,gpu=100000",
+                                                             "--axes", "100000,100000", "--reduce", "0", "--json")))
     cases.append(Case("solve", "no-question", ("solve",)))
 
     # check
