@@ -78,8 +78,20 @@ def _moves_empty_buffers(state: tuple[int, ...], collective: Collective,
     return False
 
 
+_CANDIDATES: dict[tuple, tuple[Candidate, ...]] = {}
+
+
 def candidates(h: SynthesisHierarchy, dialect: str = "full") -> tuple[Candidate, ...]:
-    """Instructions of the dialect, one per distinct (collective, point groups)."""
+    """Instructions of the dialect, one per distinct (collective, point groups); they depend only on the
+    level names and sizes, so they are cached across placements."""
+    key = (h.names, h.sizes, h.aliases, dialect)
+    got = _CANDIDATES.get(key)
+    if got is None:
+        got = _CANDIDATES[key] = _candidates(h, dialect)
+    return got
+
+
+def _candidates(h: SynthesisHierarchy, dialect: str) -> tuple[Candidate, ...]:
     seen: set = set()
     out = []
     for ins in instructions(h):
@@ -206,3 +218,4 @@ def _point_programs(h: SynthesisHierarchy, cands: Sequence[Candidate], dialect: 
 def clear_cache() -> None:
     """Forget cached searches (for benchmarks that time cold synthesis)."""
     _SEARCH_CACHE.clear()
+    _CANDIDATES.clear()
