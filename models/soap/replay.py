@@ -513,6 +513,8 @@ def best_schedule(program: Program, values: dict[str, int], memory: int, classes
             if not improved:
                 break
     best = min((c for c in cands if c.legal), key=lambda c: c.io.total)
+    if best is cands[0] and not notes:
+        notes.append("no legal tiling moves fewer words than the plain loop order, which is reported")
     return ScheduleIo(memory, best, plain, tuple(cands), trace.instances, tuple(notes))
 
 
