@@ -137,11 +137,14 @@ def build_sdg(program: Program) -> Sdg:
     return Sdg(program, comps, vertices, frozenset(edges), inputs)
 
 
-def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5) -> SubProblem:
-    """The subgraph statement ``St_H`` of Definition 5.6 as a :class:`SubProblem`."""
+def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) -> SubProblem:
+    """The subgraph statement ``St_H`` of Definition 5.6 as a :class:`SubProblem`.
+
+    ``exclude`` names statements left out (their work and accesses): statements whose own
+    work no access bounds (χ = ∞), so that they cannot zero the bound of the others."""
     prog = sdg.program
     H = tuple(a for a in sdg.computed if a in set(H))
-    stmts = [st for st in prog.statements if st.output.array in H]
+    stmts = [st for st in prog.statements if st.output.array in H and st.name not in exclude]
     owner: dict[str, set[str]] = {}
     for st in stmts:
         for v in st.vars:

@@ -157,6 +157,11 @@ def input_terms(arr, cs, classes_of, uf, prog: Program, sample_size: int, notes:
         ga, gb = groups[a][0], groups[b][0]
         if len(ga.version) != len(gb.version) or not (sets[a] & sets[b]):
             continue
+        lower = _lower_order(groups[a], groups[b], prog, sample_size)
+        if lower is not None:
+            notes.append(f"{ga.stmt}: {ga.access} and {gb.access} overlap only on the lower-order set "
+                         f"{lower}: counted as two disjoint arrays (section 5.5.1, as for LU)")
+            continue
         if _triangular(ga, gb, prog):
             notes.append(f"{ga.stmt}: {ga.access} and {gb.access} overlap only on the diagonal of a "
                          "triangular domain: counted as two arrays (section 4.6.2)")
@@ -197,3 +202,45 @@ def _triangular(a: Component, b: Component, prog: Program) -> bool:
                 (lp.var == u and sym(v) in (lp.lower.free_symbols | lp.upper.free_symbols)):
             return True
     return False
+
+
+def _slice_elements(group, prog: Program, params: dict[str, int], limit: int):
+    """Elements touched by ``group`` tagged with the values of their statement's version loops
+    (the loops not indexing its output), or ``None`` when the sample was truncated."""
+    out: set[tuple] = set()
+    for c in group:
+        st = prog.statement(c.stmt)
+        wout = {str(v) for e in st.output.index for v in e.free_symbols}
+        slice_vars = [lp.symbol for lp in st.loops if lp.var not in wout]
+        iters = sample_iterations(st, params, limit)
+        if len(iters) >= limit:
+            return None
+        f = sp.lambdify([lp.symbol for lp in st.loops] + [sym(p) for p in params],
+                        [sp.Integer(0)] + list(c.access.index) + slice_vars, "math")
+        pv = [params[p] for p in params]
+        out |= {(c.stmt,) + tuple(int(x) for x in f(*it, *pv)[1:]) for it in iters}
+    return out
+
+
+def _lower_order(ga, gb, prog: Program, sample_size: int, limit: int = 4000):
+    """The set on which two overlapping access groups of one array meet, when it is of lower order.
+
+    Section 5.5.1 (LU): within one value of the version loops (the statement's loops that do not
+    index its output) the two groups touch disjoint elements, or meet on a set whose share of the
+    groups vanishes as the sizes grow (sampled at two sizes: the share falls at least like
+    1/size).  Returns a description of the set (the subscripts equated) or ``None``.
+    """
+    if ga[0].stmt != gb[0].stmt:
+        return None
+    shares = []
+    for n in (sample_size, 2 * sample_size):
+        params = {p: n for p in prog.params}
+        sa, sb = _slice_elements(ga, prog, params, limit), _slice_elements(gb, prog, params, limit)
+        if sa is None or sb is None or not sa or not sb:
+            return None
+        shares.append(len(sa & sb) / min(len(sa), len(sb)))
+    if shares[0] and shares[1] > shares[0] * 0.5 * 1.25:
+        return None
+    eqs = [sp.Eq(x, y) for x, y in zip(ga[0].access.index, gb[0].access.index) if sp.simplify(x - y) != 0]
+    where = ", ".join(str(e).replace("Eq(", "").replace(")", "").replace(", ", " = ") for e in eqs)
+    return f"{{{where}}}" + ("" if shares[0] else " (empty within each version)")

@@ -20,9 +20,11 @@ import sympy as sp
 
 from meshplan.models.core.errors import ModelError
 from meshplan.models.soap.access import Finding, check_conditions
+from meshplan.models.soap.scalars import split_scalars
 from meshplan.models.loops.program import Program, Statement, sym
 from meshplan.models.soap.sdg import SubProblem, build_sdg, subgraph_problem
 from meshplan.solvers.soap.chi import SAMPLE_S, S, Intensity, dominating, intensity
+from meshplan.solvers.soap.trivial import trivial_bound
 
 __all__ = ["ArrayBound", "ProgramBound", "analyze", "iterations", "leading_term", "P"]
 
@@ -124,6 +126,8 @@ class ProgramBound:
     parallel: sp.Expr
     seconds: float
     notes: tuple[str, ...] = field(default=())
+    #: every input read once + every output written once (the floor under the SOAP bound)
+    trivial: sp.Expr = sp.Integer(0)
 
     @property
     def dominant(self) -> ArrayBound | None:
@@ -159,6 +163,7 @@ class ProgramBound:
             if math.isinf(rho):
                 continue
             total += float(sp.N(a.vertices.subs(subs))) / rho
+        total = max(total, float(sp.N(self.trivial.subs(subs))))
         return total / float(values.get("p", 1))
 
     def evaluate(self, values: dict[str, float]) -> float:
@@ -178,10 +183,11 @@ class ProgramBound:
 def analyze(program: Program, *, max_subgraph: int = 4) -> ProgramBound:
     """Derive the symbolic I/O lower bound of ``program`` (deterministic: no time limit inside)."""
     t0 = time.perf_counter()
+    program, split_notes = split_scalars(program)
     findings = tuple(check_conditions(program))
     sdg = build_sdg(program)
     subsets = sdg.connected_subsets(max_size=max_subgraph)
-    notes: list[str] = []
+    notes: list[str] = list(split_notes)
     if len(sdg.computed) > max_subgraph:
         notes.append(f"subgraphs of more than {max_subgraph} arrays are not evaluated (Theorem 5.1 "
                      "iterates over all subgraphs): a larger fusion with a higher intensity would make "
@@ -190,20 +196,99 @@ def analyze(program: Program, *, max_subgraph: int = 4) -> ProgramBound:
     for H in subsets:
         prob: SubProblem = subgraph_problem(sdg, H)
         results.append(intensity(prob))
+    excluded = _unbounded(results)
+    if excluded:
+        notes.append(f"statement(s) {', '.join(excluded)}: no access bounds their work (χ = ∞); their "
+                     "vertices are left out and the other statements are bounded without them")
+        results = [_without(sdg, r, excluded) for r in results]
+        results = [r for r in results if r is not None]
     for st in program.statements:
         notes.extend(check_ranges(st))
     counts = {st.name: iterations(st) for st in program.statements}
     arrays: list[ArrayBound] = []
     for A in sdg.computed:
-        writers = tuple(st.name for st in program.writers(A))
+        writers = tuple(st.name for st in program.writers(A) if st.name not in excluded)
         verts = sp.expand(sp.Add(*[counts[w] for w in writers]))
         cands = [r for r in results if A in r.problem.arrays]
+        if not writers or not cands:
+            continue
         rho, best = _max_rho(cands)
         arrays.append(ArrayBound(A, verts, rho, best, writers))
-    bound = sp.Add(*[a.vertices / a.rho for a in arrays if a.rho != sp.oo])
+    soap = sp.Add(*[a.vertices / a.rho for a in arrays if a.rho != sp.oo])
     lead = leading_term(arrays, program.params)
+    triv, counted = trivial_bound(program)
+    bound, lead = soap, lead
+    if triv != 0:
+        bound = _larger(soap, triv, program.params)
+        lead = _larger(lead, _leading_params(triv, program.params), program.params, leading=True)
+        if bound is not soap:
+            notes.append(f"the bound is the max with the trivial bound {triv} (every element of "
+                         f"{', '.join(counted)} read or written once)")
     return ProgramBound(program, findings, tuple(results), tuple(arrays), bound, lead, bound / P,
-                        time.perf_counter() - t0, tuple(notes))
+                        time.perf_counter() - t0, tuple(notes), triv)
+
+
+def _leading_params(expr: sp.Expr, params) -> sp.Expr:
+    """The terms of highest total degree in the size parameters (``Max`` arguments each)."""
+    if isinstance(expr, sp.Max):
+        return sp.Max(*[_leading_params(a, params) for a in expr.args])
+    psyms = [sym(p) for p in params]
+    if not psyms:  # constant loop bounds: nothing to lead
+        return expr
+    try:
+        poly = sp.Poly(sp.expand(expr), *psyms)
+    except sp.PolynomialError:
+        return expr
+    if poly.is_zero:
+        return expr
+    deg = poly.total_degree()
+    return sp.Add(*[c * sp.Mul(*[x ** e for x, e in zip(psyms, m)]) for m, c in poly.terms() if sum(m) == deg])
+
+
+def _larger(a: sp.Expr, b: sp.Expr, params, *, leading: bool = False) -> sp.Expr:
+    """``a`` or ``b`` when one is ≥ the other at sampled sizes and memories, else ``Max(a, b)``.
+
+    For leading terms the sizes grow past the memory (all parameters 2^20 and 2^30, S up to 2^16):
+    the regime a leading term describes."""
+    sizes = (2.0 ** 20, 2.0 ** 30) if leading else (2.0 ** 12, 2.0 ** 20)
+    mems = (2.0 ** 4, 2.0 ** 10, 2.0 ** 16) if leading else SAMPLE_S
+    ge_a, ge_b = True, True
+    for n in sizes:
+        for s in mems:
+            subs = {sym(p): n for p in params}
+            subs[S] = s
+            try:
+                va, vb = float(sp.N(a.subs(subs))), float(sp.N(b.subs(subs)))
+            except (TypeError, ValueError):
+                return sp.Max(a, b)
+            ge_a &= va >= vb * (1 - 1e-12)
+            ge_b &= vb >= va * (1 - 1e-12)
+    if ge_a:
+        return a
+    if ge_b:
+        return b
+    return sp.Max(a, b)
+
+
+def _unbounded(results: list[Intensity]) -> tuple[str, ...]:
+    """Statements whose own work is unbounded in some subgraph with ρ = ∞ (per-statement intensity)."""
+    from meshplan.solvers.soap.relax import unbounded_statements
+
+    out: list[str] = []
+    for r in results:
+        if r.rho == sp.oo:
+            for c in (r.cases or (r,)):
+                out += [n for n in unbounded_statements(c.problem) if n not in out]
+    return tuple(out)
+
+
+def _without(sdg, r: Intensity, excluded) -> Intensity | None:
+    """``r`` re-derived without the excluded statements (``None`` when none of its own remain)."""
+    if not set(r.problem.statements) & set(excluded):
+        return r
+    if set(r.problem.statements) <= set(excluded):
+        return None
+    return intensity(subgraph_problem(sdg, r.problem.arrays, exclude=frozenset(excluded)))
 
 
 def _max_rho(cands: list[Intensity]):

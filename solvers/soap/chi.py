@@ -34,6 +34,7 @@ from meshplan.models.soap.cases import has_max, split_cases
 from meshplan.models.soap.sdg import SubProblem
 from meshplan.solvers.soap.numeric_search import numeric_tiles
 from meshplan.solvers.soap.polysys import Unsolved, solve_bounded
+from meshplan.solvers.soap.pyramid import pyramid_chi, pyramid_shape
 from meshplan.solvers.soap.relax import closed_form, equality_tiles, joint_relaxation, linear_domination, relaxation
 from meshplan.solvers.soap.symbols import S, X
 
@@ -260,6 +261,13 @@ def intensity(problem: SubProblem) -> Intensity:
     unions; section 5.5.3) is solved per case and the cases are combined by
     :func:`_combine`.
     """
+    shape = pyramid_shape(problem)
+    if shape is not None:
+        d, tau = shape
+        chi, X0, rho, W = pyramid_chi(d, tau, len(problem.work))
+        return Intensity(problem, "pyramid", chi, X0, rho, exponent=W, notes=(
+            f"iterated stencil ({d}-D, halo {tau} per layer): the largest subcomputation is a pyramid, "
+            f"χ(X) = X^({d + 1}/{d})/({tau}·{d + 1}) + {len(problem.work)}·X (rectangles are smaller)",))
     if not has_max(problem):
         return _intensity_case(problem)
     results = [_intensity_case(c) for c in split_cases(problem)]

@@ -66,6 +66,12 @@ def _face_min(A, G, c, W, d):
     return (w, mu) if feasible(w, mu, A, G, c, W) else None
 
 
+#: the optimal face is explored (2 exact LPs per access monomial) only up to this many access
+#: monomials; larger problems (many fused statements) keep the simplex's dual vertex — a valid,
+#: possibly weaker constant — so that every example stays fast
+MAX_FACE_ROWS = 10
+
+
 def face_vertices(A, G, c, W, w0, mu0):
     """Distinct dual points of the optimal face: the simplex's, and those minimizing and
     maximizing each ``w_j`` on the face."""
@@ -82,7 +88,7 @@ def face_vertices(A, G, c, W, w0, mu0):
 def best_dual(A, G, c, coeffs, W, w0, mu0):
     """``(w, μ)`` on the optimal face with the smallest exact ``C(w)`` found; ``(w0, μ0)`` if
     the face is one point or no combination beats the vertex."""
-    if len(A) <= 1:
+    if len(A) <= 1 or len(A) > MAX_FACE_ROWS:
         return w0, mu0
     verts = face_vertices(A, G, c, W, w0, mu0)
     if len(verts) == 1:

@@ -25,7 +25,7 @@ from meshplan.solvers.soap.dual import best_dual
 from meshplan.solvers.soap.lp import max_le_one
 from meshplan.solvers.soap.symbols import X
 
-__all__ = ["relaxation", "joint_relaxation", "linear_domination", "equality_tiles", "closed_form"]
+__all__ = ["relaxation", "joint_relaxation", "unbounded_statements", "linear_domination", "equality_tiles", "closed_form"]
 
 
 def _sides(vs: tuple[str, ...]) -> list[tuple[Fraction, dict[str, Fraction]]]:
@@ -174,15 +174,15 @@ def joint_relaxation(problem: SubProblem, relax):
 
         rng = np.random.default_rng(0)
         n = len(idx)
-        pts = np.vstack([np.eye(n), np.full((1, n), 1.0 / n), rng.dirichlet(np.ones(n), 4000)])
-        for _ in range(3):               # refine the best points: fixed point π_s ← m_s/Σm, and local jitter
+        pts = np.vstack([np.eye(n), np.full((1, n), 1.0 / n), rng.dirichlet(np.ones(n), 1000)])
+        for scale in (0.03, 0.003):      # refine the best points: fixed point π_s ← m_s/Σm, and local jitter
             vals = g(pts).sum(axis=1)
-            best = pts[np.argsort(vals)[-20:]]
+            best = pts[np.argsort(vals)[-10:]]
             fp = best.copy()
-            for _ in range(200):
+            for _ in range(40):
                 t = g(fp)
                 fp = t / np.maximum(t.sum(axis=1, keepdims=True), 1e-300)
-            jit = np.abs(best[:, None, :] + rng.normal(0, 0.01, (20, 50, n))).reshape(-1, n)
+            jit = np.abs(best[:, None, :] + rng.normal(0, scale, (10, 100, n))).reshape(-1, n)
             jit = jit / jit.sum(axis=1, keepdims=True)
             pts = np.vstack([pts, fp, jit])
         top = float(g(pts).sum(axis=1).max())
@@ -198,6 +198,13 @@ def joint_relaxation(problem: SubProblem, relax):
         out.append((C, W))
     return out, ("χ(X): joint Loomis–Whitney bound of the fused statements with one shared budget "
                  "(section 5.5.4), not the sum of their separate maxima" if len(problem.work) > 1 else "")
+
+
+def unbounded_statements(problem: SubProblem) -> tuple[str, ...]:
+    """The statements of ``problem`` whose work monomial no combination of access monomials bounds
+    (the exponent LP is unbounded: some of its loop variables appear in no access)."""
+    monos = _monomials(problem)
+    return tuple(name for name, cls in problem.work if _exponent_lp(problem, monos, cls) is None)
 
 
 def _dominated(work: dict, access: dict, constraints) -> bool:

@@ -137,6 +137,8 @@ def test_stencil_dimensions_give_the_expected_exponents():
     # a d-dimensional stencil over time reuses like S^(1/d)
     for name, expo in (("jacobi_1d", 1), ("jacobi_2d", sp.Rational(1, 2)), ("heat_3d", sp.Rational(1, 3))):
         rho = result(name).arrays[0].rho
+        if isinstance(rho, sp.Max):       # small-S candidates kept beside the pyramid: the large-S one
+            rho = max(rho.args, key=lambda r: float(r.subs(S, 2.0 ** 40)))
         assert sp.limit(rho / S ** expo, S, sp.oo).is_finite
         assert sp.limit(rho / S ** expo, S, sp.oo) > 0
 
@@ -259,4 +261,7 @@ def test_linear_domination_spreads_work_fractionally_and_is_tight_for_gesummv():
     ratio = float(it.problem.work_expr().subs(tile) / it.problem.access_expr().subs(tile))
     assert 1.2499 < ratio <= 1.25
     N = sym("N")
-    assert sp.simplify(r.leading - sp.Rational(8, 5) * N ** 2) == 0
+    soap = sp.Add(*[a.vertices / a.rho for a in r.arrays])
+    assert sp.simplify(soap - sp.Rational(8, 5) * N ** 2 - sp.Rational(8, 5) * N) == 0 or \
+        sp.limit(soap / N ** 2, N, sp.oo) == sp.Rational(8, 5)
+    assert sp.simplify(r.leading - 2 * N ** 2) == 0      # the trivial floor: A and B read once

@@ -73,3 +73,62 @@ def test_fused_subgraph_chi_is_joint_not_a_sum_of_separate_maxima():
     X = sp.Symbol("X", positive=True)
     lead = sp.limit(fused.chi / X ** sp.Rational(3, 2), X, sp.oo)
     assert sp.simplify(lead - sp.Rational(1, 3) ** sp.Rational(3, 2)) == 0   # one MMM's (X/3)^(3/2)
+
+
+FLOYD_WARSHALL = """
+def floyd_warshall(N):
+    for k in range(N):
+        for i in range(N):
+            for j in range(N):
+                path[i, j] = min(path[i, j], path[i, k] + path[k, j])
+"""
+
+
+def test_jacobi_1d_pyramid_gives_2NT_over_S_not_the_rectangle_4NT_over_S():
+    r = example("jacobi_1d")
+    lead = same_size(r.leading, N=N, TSTEPS=T)
+    assert sp.simplify(lead - 2 * N * T / S) == 0
+    fused = next(it for it in r.subgraphs if len(it.problem.arrays) == 2)
+    assert fused.method == "pyramid"
+
+
+def test_floyd_warshall_overlap_on_the_k_planes_is_disjoint_as_for_lu():
+    (p,) = parse_source(FLOYD_WARSHALL)
+    r = analyze(p)
+    assert sp.simplify(r.leading - 2 * sym("N") ** 3 / sp.sqrt(S)) == 0
+    (it,) = r.subgraphs
+    assert any("lower-order set {i = k, k = j}" in n for n in it.problem.notes)
+
+
+def test_reset_scalars_are_split_per_reset_chain():
+    from meshplan.models.soap.scalars import split_scalars
+    (p,) = parse_file(str(EX / "ludcmp.py")) if (EX / "ludcmp.py").exists() else parse_source("""
+def two(N):
+    for i in range(N):
+        w = A[i, 0]
+        for j in range(N):
+            w -= A[i, j]
+        x[i] = w
+    for i in range(N):
+        w = y[i]
+        z[i] = w
+""")
+    q, notes = split_scalars(p)
+    ws = {a for a in q.arrays if a.startswith("w__")}
+    assert len(ws) >= 2 and "w" not in q.arrays and notes
+
+
+def test_the_trivial_floor_lifts_softmax_like_programs():
+    (p,) = parse_source("""
+def rowscale(N, M):
+    for i in range(N):
+        s[i] = 0.0
+        for j in range(M):
+            s[i] += X[i, j]
+        for j in range(M):
+            Y[i, j] = X[i, j] / s[i]
+""")
+    r = analyze(p)
+    Nn, M = sym("N"), sym("M")
+    assert sp.simplify(r.trivial - 2 * Nn * M) == 0       # X read once, Y written once
+    assert sp.simplify(r.leading - 2 * Nn * M) == 0

@@ -1,0 +1,50 @@
+"""Scalar accumulators split per reset (0-dimensional arrays, thesis section 5.5.2).
+
+A scalar that a loop body resets (``w = A[i, j]``, ``nrm = 0.0``: written without reading
+itself) and then updates (``w -= …``) holds a new value chain from every reset: the value
+before the reset is never read after it.  Treated as one array, every such chain would be
+one version chain of a single vertex set, fusing unrelated loop nests (ludcmp's four uses
+of ``w``) into one subgraph whose χ is unbounded or ρ ∝ S.  :func:`split_scalars` renames
+the scalar from each reset to the next (in program order) to its own array ``w__1``,
+``w__2``, …; a read before the first reset (a value carried around the enclosing loop, e.g.
+durbin's ``alpha``) belongs to the last chain.  Renaming changes no dataflow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from meshplan.models.loops.program import Access, Program
+
+__all__ = ["split_scalars"]
+
+
+def split_scalars(program: Program) -> tuple[Program, tuple[str, ...]]:
+    """``(program with each reset scalar chain renamed, notes)``; the program itself when no
+    scalar is reset more than once."""
+    scalars = {st.output.array for st in program.statements if not st.output.index}
+    resets: dict[str, list[int]] = {}
+    for n, st in enumerate(program.statements):
+        a = st.output.array
+        if a in scalars and st.op == "=" and all(r.array != a for r in st.inputs):
+            resets.setdefault(a, []).append(n)
+    split = {a: r for a, r in resets.items() if len(r) > 1}
+    if not split:
+        return program, ()
+    arrays = set(program.arrays)
+
+    def name(a: str, n: int) -> str:
+        k = sum(1 for r in split[a] if r <= n) or len(split[a])   # before the first reset: the last chain
+        new = f"{a}__{k}"
+        while new in arrays:
+            new += "_"
+        return new
+
+    def ren(acc: Access, n: int) -> Access:
+        return replace(acc, array=name(acc.array, n)) if acc.array in split and not acc.index else acc
+
+    stmts = tuple(replace(st, output=ren(st.output, n), inputs=tuple(ren(a, n) for a in st.inputs))
+                  for n, st in enumerate(program.statements))
+    notes = tuple(f"scalar {a} is reset {len(r)} times: one array per reset chain "
+                  f"({', '.join(name(a, n) for n in r)})" for a, r in split.items())
+    return replace(program, statements=stmts), notes

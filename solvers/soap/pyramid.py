@@ -1,0 +1,79 @@
+"""Pyramid subcomputations of iterated stencils (thesis chapter 5; the stencil entries of Table 5.2).
+
+A fused stencil subgraph — statements that each sweep the same ``d`` spatial loops inside one
+time loop ``t`` and read only the previous sweep's array at constant offsets — has a CDAG of
+layers (one layer per statement per time step) in which a vertex depends on the layer below
+within a halo of ``τ`` extra cells per dimension (``τ = 2`` for a 3-point stencil).  Its largest
+subcomputation with a dominator of ``X`` vertices is a pyramid, not a rectangle: a base of
+``w^d = X`` loaded vertices carries layers of width ``w − τh`` for ``h = 1, 2, …``, so
+
+    χ(X) ≤ Σ_{h ≥ 1} (w − τh)^d ≤ ∫_0^{w/τ} (w − τh)^d dh = X^{(d+1)/d} / (τ(d+1))
+
+(plus a linear term for flat tiles, see :func:`pyramid_chi`).
+(1-D, 3-point: χ = X²/4, X0 = 2S, ρ = S and jacobi-1d's ``2NT/S``; the rectangle model solved
+exactly would give X²/8 and twice that bound, which the method does not support.)  This module
+recognizes such subgraphs structurally and returns that χ; everything else is left to
+:mod:`meshplan.solvers.soap.chi`.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import sympy as sp
+
+from meshplan.models.soap.sdg import SubProblem
+from meshplan.solvers.soap.symbols import S, X
+
+__all__ = ["pyramid_shape", "pyramid_chi"]
+
+
+def pyramid_shape(problem: SubProblem) -> tuple[int, int] | None:
+    """``(d, τ)`` when ``problem`` is a fused iterated stencil (see the module doc), else ``None``.
+
+    Every access term is the input-output set of an array of H (no input from outside), with
+    one common version (time) class; every statement's work is that class times the same
+    ``d ≥ 1`` spatial classes, which are the spatial dimensions of every term; at least two
+    statements (layers alternate between arrays) and every spatial dimension has a halo.
+    ``τ`` is the smallest positive halo (the slowest shrinking pyramid: the largest χ)."""
+    if len(problem.work) < 2 or not problem.terms or problem.constraints:
+        return None
+    versions = {t.version for t in problem.terms}
+    if len(versions) != 1 or any(t.kind != "inout" for t in problem.terms):
+        return None
+    (version,) = versions
+    if len(version) != 1:
+        return None
+    (time,) = version
+    spatial = None
+    for t in problem.terms:
+        if any(len(d) != 1 for d in t.dims):
+            return None
+        dims = tuple(d[0] for d in t.dims)
+        if spatial is None:
+            spatial = dims
+        if set(dims) != set(spatial) or len(dims) != len(set(dims)):
+            return None
+    if not spatial or time in spatial:
+        return None
+    for _, cls in problem.work:
+        if sorted(cls) != sorted((time,) + spatial):
+            return None
+    halos = [t.t[t.dims.index((v,))] for t in problem.terms for v in spatial]
+    per_dim = {v: max(t.t[t.dims.index((v,))] for t in problem.terms) for v in spatial}
+    if any(h == 0 for h in per_dim.values()):
+        return None
+    return len(spatial), min(h for h in halos if h > 0)
+
+
+def pyramid_chi(d: int, tau: int, layers: int):
+    """``(χ(X), X0, ρ(S), W)``: χ = X^{(d+1)/d}/(τ(d+1)) + k·X, X0 = (d+1)S.
+
+    The linear term covers flat subcomputations too small to be pyramids (one time step of
+    the ``k = layers`` statements over a tile whose halo is cheap in the access model); it
+    changes only lower-order terms."""
+    W = sp.Rational(d + 1, d)
+    chi = X ** W / (tau * (d + 1)) + layers * X
+    X0 = (d + 1) * S
+    rho = sp.simplify(chi.subs(X, X0) / (X0 - S))
+    return chi, X0, rho, Fraction(d + 1, d)
