@@ -53,12 +53,14 @@ def in_process():
     return first, second, (handler, timer), (signal.getsignal(signal.SIGALRM), signal.getitimer(signal.ITIMER_REAL))
 
 
+@pytest.mark.slow  # analyzes every example: minutes on 2 cores
 def test_every_example_gives_the_same_result_twice_in_one_process(in_process):
     first, second, _, _ = in_process
     for name in EXAMPLES:
         assert first[name] == second[name], name
 
 
+@pytest.mark.slow
 def test_a_fresh_process_gives_the_same_results_as_a_warm_one(in_process, tmp_path):
     """Cold sympy caches (a new process) and warm ones give identical methods and bounds."""
     first, _, _, _ = in_process
@@ -71,6 +73,7 @@ def test_a_fresh_process_gives_the_same_results_as_a_warm_one(in_process, tmp_pa
         assert cold[name] == first[name], name
 
 
+@pytest.mark.slow
 def test_analysis_installs_no_sigalrm_handler_and_arms_no_timer(in_process):
     _, _, before, after = in_process
     assert after[0] is before[0]
