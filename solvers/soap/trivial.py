@@ -40,6 +40,8 @@ def _count(st: Statement, acc: Access) -> sp.Expr | None:
     expr: sp.Expr = sp.Integer(1)
     for lp in reversed(st.loops):
         if lp.symbol not in used:
+            if (lp.lower.free_symbols | lp.upper.free_symbols) & loopvars:
+                return None      # a range depending on the subscript's loops may be empty there
             continue
         if (lp.lower.free_symbols | lp.upper.free_symbols) & (loopvars - set(used)):
             return None
