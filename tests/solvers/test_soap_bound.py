@@ -184,6 +184,7 @@ def test_chi_upper_bounds_every_integer_tile(name):
             assert Ps(D) <= chi(F) * (1 + 1e-9) + 1e-9, (prob.name, D)
 
 
+@pytest.mark.slow  # analyzes every example, also the ones whose analysis alone takes minutes
 def test_relaxation_is_never_below_the_kkt_solution():
     for name in EXAMPLES:
         for combined in result(name).subgraphs:
