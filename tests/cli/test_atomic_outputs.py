@@ -141,10 +141,20 @@ def test_export_and_show_paths_checked(cli, tmp_path, kind, schedule):
     assert code == 2 and err.startswith("error: cannot write --png file"), err
 
 
+def _stat_or_none(path):
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def test_png_dev_full_is_an_error_not_dev_full_png(cli, schedule):
+    # compare before/after: an older meshplan (or another tool) may have left /dev/full.png behind
+    before = _stat_or_none("/dev/full.png")
     code, _, err = cli("show", str(schedule), "--png", "/dev/full")
     assert code == 2 and "character device, not a regular file" in err
-    assert not os.path.exists("/dev/full.png")
+    assert _stat_or_none("/dev/full.png") == before
 
 
 def test_png_with_another_suffix_is_refused(cli, schedule, tmp_path):
