@@ -74,8 +74,12 @@ def run_program_order(program, params: dict[str, int], memory: int) -> int:
     compiled = {}
     for st_ in program.statements:
         args = [sym(v) for v in st_.vars]
-        reads = [(a.array, sp.lambdify(args, list(a.index))) for a in st_.inputs]
-        out = (st_.output.array, sp.lambdify(args, list(st_.output.index)))
+        # subscripts may hold size parameters (adi's N - 1, a kernel's NR): substitute them first
+        def index_fn(access):
+            return sp.lambdify(args, [sp.sympify(e).subs(psubs) for e in access.index])
+
+        reads = [(a.array, index_fn(a)) for a in st_.inputs]
+        out = (st_.output.array, index_fn(st_.output))
         compiled[st_.name] = (reads, out)
 
     def walk(nodes, env):
