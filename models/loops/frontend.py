@@ -134,9 +134,22 @@ class _Reader:
         check_limit("statements", len(self.statements), f"function {fn.name}")
         if not self.statements:
             raise self.err(fn, f"function {fn.name} has no assignment to an array inside a loop")
+        self.check_ranks(fn)
         params = [p for p in self.params if p in self.size_names]
         params += sorted(self.size_names - set(params))
         return Program(fn.name, tuple(self.statements), tuple(params), self.source)
+
+    def check_ranks(self, fn: ast.FunctionDef) -> None:
+        """An array is subscripted with the same number of indices everywhere: ``A[i]`` and ``A[i, j]``
+        in one program would be two different arrays sharing a name (the element sets of section 5.2
+        are then ill-defined)."""
+        ranks: dict[str, int] = {}
+        for st in self.statements:
+            for acc in (*st.inputs, st.output):
+                seen = ranks.setdefault(acc.array, len(acc.index))
+                if seen != len(acc.index):
+                    raise self.err(fn, f"array {acc.array} is subscripted with {seen} and with {len(acc.index)} "
+                                       f"indices in function {fn.name}; give each array one number of indices")
 
     # -- statements ------------------------------------------------------
     def block(self, body, loops: tuple[Loop, ...], env: dict[str, str], top: bool = False) -> None:

@@ -203,12 +203,12 @@ _OWN_FRAME = re.compile(r'File "[^"]*/(meshplan|models|encodings|solvers|exec)/[
 
 
 @pytest.mark.parametrize("delay", [0.3, 0.8, 1.5])
-def test_ctrl_c_while_starting_is_one_line_and_130(delay):
+def test_ctrl_c_while_starting_is_one_line_and_130(delay, tmp_path):
     """From meshplan's first instruction on, Ctrl-C prints one line and exits 130.  Before it — the interpreter's
     own start-up (``site``, the editable-install finder), which takes over 0.3 s on a loaded machine — Python
     itself reports the interrupt; such an attempt is repeated with a later interrupt."""
     for attempt in range(4):
-        proc = _meshplan(_LONG)
+        proc = _meshplan(_LONG, cwd=tmp_path)  # not the checkout root: its source folders would shadow the install
         time.sleep(delay + 0.3 * attempt)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=LIMIT_S)
@@ -247,11 +247,11 @@ print("finished", flush=True)
 """
 
 
-def test_ctrl_c_inside_cp_sat_is_reported_not_swallowed():
+def test_ctrl_c_inside_cp_sat_is_reported_not_swallowed(tmp_path):
     """CP-SAT would catch SIGINT itself, stop, and return its best answer as if it had finished (``bound``
     interrupted there printed a result and exited 0); the backend lets the interrupt reach Python at once."""
     proc = subprocess.Popen([sys.executable, "-c", _CPSAT_SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, cwd=tmp_path)  # outside the checkout, whose folders would shadow the install
     assert proc.stdout.readline().strip() == "solving"
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
