@@ -18,6 +18,9 @@ name               default    environment variable            what it bounds
 ``repeats``        10,000     ``MESHPLAN_MAX_REPEATS``        timed repetitions of one measurement (``--repeats``)
 ``levels``         64         ``MESHPLAN_MAX_LEVELS``         hardware levels of a system
 ``devices``        1,048,576  ``MESHPLAN_MAX_DEVICES``        devices of a system (2²⁰)
+``placement``      65,536     ``MESHPLAN_MAX_PLACEMENT_DEVICES``  devices ``solve placement`` studies (linear work)
+``group``          512        ``MESHPLAN_MAX_GROUP``          devices of one reduction group in synthesis (its
+                                                              states grow with the group size cubed)
 =================  =========  ==============================  ================================================
 """
 
@@ -49,6 +52,8 @@ LIMITS: dict[str, Limit] = {
     "repeats": Limit(10_000, "MESHPLAN_MAX_REPEATS", "repetitions"),
     "levels": Limit(64, "MESHPLAN_MAX_LEVELS", "levels"),
     "devices": Limit(2**20, "MESHPLAN_MAX_DEVICES", "devices"),
+    "placement": Limit(65_536, "MESHPLAN_MAX_PLACEMENT_DEVICES", "devices"),
+    "group": Limit(512, "MESHPLAN_MAX_GROUP", "devices"),
 }
 
 

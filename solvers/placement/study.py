@@ -9,7 +9,6 @@ rank.  Plans are values: the result is a tree of frozen dataclasses.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -22,39 +21,27 @@ from meshplan.models.reduction.lowering import LoweredProgram, LoweredStep
 from meshplan.models.reduction.simulator import ProgramTime
 from meshplan.models.reduction.symmetry import LocalMemo, Quotient, simulate_symmetric
 from meshplan.models.core.errors import ModelError
+from meshplan.models.core.limits import LIMITS, limit
 from meshplan.models.core.system import System
 from meshplan.solvers.placement.enumerate import enumerate_placements
 from meshplan.solvers.reduction.synthesis import synthesize
 
 __all__ = ["ProgramResult", "PlacementResult", "PlacementStudy", "solve_placement", "allreduce_program",
-           "SIZE_LIMITS", "check_size"]
-
-#: what ``solve placement`` accepts, with the environment variable that raises each limit (docs/solve.md).
-#: The work is linear in the devices (the quotient by the reduction groups), but a device list is still
-#: built per placement; a synthesis state holds ``k × k`` bits per member of a ``k``-device reduction
-#: group, so the search grows with ``k³`` (``k = 512``: ~30 s and ~2.5 GB).
-SIZE_LIMITS = {"devices": (65_536, "MESHPLAN_MAX_PLACEMENT_DEVICES"), "group": (512, "MESHPLAN_MAX_GROUP")}
-
-
-def _limit(name: str) -> tuple[int, str]:
-    default, env = SIZE_LIMITS[name]
-    raw = os.environ.get(env)
-    if raw is None:
-        return default, env
-    if not raw.strip().isdigit() or int(raw) < 1:
-        raise ModelError(f"{env} must be a positive integer, got {raw!r}")
-    return int(raw), env
+           "check_size"]
 
 
 def check_size(system: System, axes: Sequence[int], reduce: Sequence[int]) -> None:
-    """Refuse, before any work, a system or reduction group larger than :data:`SIZE_LIMITS`, saying the limit
-    and how to raise it."""
-    most, env = _limit("devices")
+    """Refuse, before any work, a system or reduction group larger than the ``placement`` and ``group`` limits
+    of :mod:`meshplan.models.core.limits` (docs/solve.md), saying the limit and how to raise it.  The work is
+    linear in the devices (the quotient by the reduction groups), but a device list is still built per
+    placement; a synthesis state holds ``k × k`` bits per member of a ``k``-device reduction group, so the
+    search grows with ``k³`` (``k = 512``: ~30 s and ~2.5 GB)."""
+    most, env = limit("placement"), LIMITS["placement"].env
     n = system.num_devices
     if n > most:
         raise ModelError(f"system {system.short()} has {n:,} devices; solve placement handles up to {most:,} "
                          f"(set {env}={n} to raise the limit; time and memory grow linearly with the devices)")
-    most, env = _limit("group")
+    most, env = limit("group"), LIMITS["group"].env
     k = math.prod(axes[i] for i in reduce)
     if k > most:
         raise ModelError(f"the reduction axes {list(reduce)} make reduction groups of {k:,} devices; synthesis "
