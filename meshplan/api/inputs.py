@@ -221,7 +221,7 @@ def as_axis_names(names: Any, n: int, what: str = "--axis-names") -> tuple[str, 
     else:
         raise ModelError(f"{what} must be names separated by commas, e.g. data,model; got {type(names).__name__}")
     if len(items) != n:
-        raise ModelError(f"{what} needs {n} names, one per axis of --axes, got {len(items)} in {_show(names)}; "
+        raise ModelError(f"{what} needs {n} names, one per axis of --axes, got {len(items)} in {quote(','.join(map(str, items)))}; "
                          f"e.g. {','.join(('data', 'model', 'pipe', 'seq')[:n]) if n <= 4 else 'a0,a1,…'}")
     bad = [x for x in items if not (isinstance(x, str) and x.isidentifier())]
     if bad:
@@ -230,8 +230,3 @@ def as_axis_names(names: Any, n: int, what: str = "--axis-names") -> tuple[str, 
     if dup:
         raise ModelError(f"{what}: {dup[0]!r} names more than one axis; names must be distinct")
     return tuple(items)
-
-
-def _show(value: Any) -> str:
-    text = value if isinstance(value, str) else ",".join(map(str, value))
-    return repr(text if len(text) <= 60 else text[:57] + "...")
