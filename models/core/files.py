@@ -25,7 +25,7 @@ from typing import Any
 
 from meshplan.models.core.errors import ModelError, ParseError, quote
 
-__all__ = ["MAX_INPUT_BYTES", "max_input_bytes", "read_text", "read_json", "loads"]
+__all__ = ["MAX_INPUT_BYTES", "max_input_bytes", "not_regular", "read_text", "read_json", "loads"]
 
 #: the largest input file read (bytes); ``MESHPLAN_MAX_INPUT_BYTES`` overrides it
 MAX_INPUT_BYTES = 256 * 2**20
@@ -45,7 +45,9 @@ def max_input_bytes() -> int:
     return value
 
 
-def _not_regular(mode: int) -> str | None:
+def not_regular(mode: int) -> str | None:
+    """What a file of ``st_mode`` ``mode`` is when it is not a regular file ("a directory", "a named pipe",
+    …), else ``None``: readers (here) and writers (:mod:`meshplan.models.core.outputs`) refuse the same kinds."""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
                        (stat.S_ISSOCK, "a socket")):
@@ -67,7 +69,7 @@ def read_text(path: str | os.PathLike, *, what: str = "input file") -> str:
     except (OSError, ValueError) as err:
         reason = getattr(err, "strerror", None) or str(err)
         raise ModelError(f"cannot open {what} {shown}: {reason}") from None
-    kind = _not_regular(st.st_mode)
+    kind = not_regular(st.st_mode)
     if kind is not None:
         raise ModelError(f"{what} {shown} is {kind}, not a file; give the path of a file")
     limit = max_input_bytes()

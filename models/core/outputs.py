@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, Union
 
 from meshplan.models.core.errors import ModelError
+from meshplan.models.core.files import not_regular
 
 __all__ = ["OutputError", "check_output_path", "atomic_path", "write_output"]
 
@@ -47,14 +48,6 @@ Content = Union[str, bytes, Callable[[BinaryIO], object]]
 class OutputError(ModelError):
     """An output file cannot be written (bad path, no such directory, full disk…); the previous file, if
     any, is unchanged."""
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def _target(path: str | os.PathLike, what: str) -> Path:
@@ -82,7 +75,7 @@ def check_output_path(path: str | os.PathLike, *, what: str = "output file") -> 
     except OSError as err:
         raise OutputError(f"cannot write {what} {shown!r}: {err.strerror}") from None
     if st is not None and not stat.S_ISREG(st.st_mode):
-        raise OutputError(f"cannot write {what} {shown!r}: it is {_kind(st.st_mode)}, not a regular file; give the "
+        raise OutputError(f"cannot write {what} {shown!r}: it is {not_regular(st.st_mode)}, not a regular file; give the "
                           "name of a file to write")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.exists():
