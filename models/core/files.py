@@ -24,25 +24,18 @@ import stat
 from typing import Any
 
 from meshplan.models.core.errors import ModelError, ParseError, quote
+from meshplan.models.core.limits import LIMITS, limit
 
 __all__ = ["MAX_INPUT_BYTES", "max_input_bytes", "not_regular", "read_text", "read_json", "loads"]
 
-#: the largest input file read (bytes); ``MESHPLAN_MAX_INPUT_BYTES`` overrides it
-MAX_INPUT_BYTES = 256 * 2**20
+#: the largest input file read (bytes) by default; ``MESHPLAN_MAX_INPUT_BYTES`` overrides it
+MAX_INPUT_BYTES = LIMITS["input_bytes"].default
 
 
 def max_input_bytes() -> int:
-    """:data:`MAX_INPUT_BYTES`, or the value of ``MESHPLAN_MAX_INPUT_BYTES`` when set to a positive integer."""
-    raw = os.environ.get("MESHPLAN_MAX_INPUT_BYTES")
-    if raw is None:
-        return MAX_INPUT_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ModelError(f"MESHPLAN_MAX_INPUT_BYTES must be a positive number of bytes, got {raw!r}")
-    return value
+    """:data:`MAX_INPUT_BYTES`, or the value of ``MESHPLAN_MAX_INPUT_BYTES`` when set to a positive integer
+    (the ``input_bytes`` entry of :mod:`meshplan.models.core.limits`)."""
+    return limit("input_bytes")
 
 
 def not_regular(mode: int) -> str | None:
@@ -72,17 +65,17 @@ def read_text(path: str | os.PathLike, *, what: str = "input file") -> str:
     kind = not_regular(st.st_mode)
     if kind is not None:
         raise ModelError(f"{what} {shown} is {kind}, not a file; give the path of a file")
-    limit = max_input_bytes()
-    if st.st_size > limit:
-        raise ModelError(f"{what} {shown} has {st.st_size:,} bytes, more than the limit of {limit:,}; "
+    most = max_input_bytes()
+    if st.st_size > most:
+        raise ModelError(f"{what} {shown} has {st.st_size:,} bytes, more than the limit of {most:,}; "
                          "set MESHPLAN_MAX_INPUT_BYTES to read larger files")
     try:
         with open(name, "rb") as fh:
-            data = fh.read(limit + 1)
+            data = fh.read(most + 1)
     except OSError as err:
         raise ModelError(f"cannot read {what} {shown}: {err.strerror or err}") from None
-    if len(data) > limit:
-        raise ModelError(f"{what} {shown} has more than {limit:,} bytes; set MESHPLAN_MAX_INPUT_BYTES to "
+    if len(data) > most:
+        raise ModelError(f"{what} {shown} has more than {most:,} bytes; set MESHPLAN_MAX_INPUT_BYTES to "
                          "read larger files")
     try:
         text = data.decode("utf-8-sig")

@@ -21,6 +21,7 @@ name               default    environment variable            what it bounds
 ``placement``      65,536     ``MESHPLAN_MAX_PLACEMENT_DEVICES``  devices ``solve placement`` studies (linear work)
 ``group``          512        ``MESHPLAN_MAX_GROUP``          devices of one reduction group in synthesis (its
                                                               states grow with the group size cubed)
+``input_bytes``    256 MiB    ``MESHPLAN_MAX_INPUT_BYTES``    bytes of one input file (:mod:`.files`)
 =================  =========  ==============================  ================================================
 """
 
@@ -54,6 +55,7 @@ LIMITS: dict[str, Limit] = {
     "devices": Limit(2**20, "MESHPLAN_MAX_DEVICES", "devices"),
     "placement": Limit(65_536, "MESHPLAN_MAX_PLACEMENT_DEVICES", "devices"),
     "group": Limit(512, "MESHPLAN_MAX_GROUP", "devices"),
+    "input_bytes": Limit(256 * 2**20, "MESHPLAN_MAX_INPUT_BYTES", "bytes"),
 }
 
 
