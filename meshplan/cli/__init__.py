@@ -84,6 +84,19 @@ def build_parser(argv: Sequence[str] | None = None) -> ArgumentParser:
     return parser
 
 
+def _interrupted() -> int:
+    """Report Ctrl-C as one line and return 130.
+
+    CPython keeps a process-wide "unhandled KeyboardInterrupt" flag: it is set when a ``KeyboardInterrupt``
+    leaves any ``exec()`` of a string (``dataclasses`` builds every class's methods that way, so an interrupt
+    during a lazy import sets it), and only the next ``exec()`` clears it.  At exit ``python -m`` then
+    kills itself with SIGINT (exit status -2) although the interrupt was handled here.  An empty ``exec``
+    clears the flag, so the process exits 130 as promised."""
+    sys.stderr.write("error: interrupted\n")
+    exec("")  # noqa: S102 - clears CPython's unhandled-KeyboardInterrupt flag; see above
+    return 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``meshplan ARGV`` and return the exit code: 0 success, 1 a negative verdict, 2 bad input (one
     ``error: …`` line on stderr), 70 an internal error, 130 interrupted; ``--debug`` shows tracebacks."""
@@ -93,8 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser(argv)
         args = parser.parse_args(argv)
     except KeyboardInterrupt:
-        sys.stderr.write("error: interrupted\n")
-        return 130
+        return _interrupted()
     func = getattr(args, "func", None)
     if func is None:
         if args.command is None:
@@ -113,8 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"error: {_one_line(str(err))}\n")
         return err.exit_code
     except KeyboardInterrupt:
-        sys.stderr.write("error: interrupted\n")
-        return 130
+        return _interrupted()
     except BrokenPipeError:
         return 0
     except Exception as err:  # noqa: BLE001 - never a traceback without --debug

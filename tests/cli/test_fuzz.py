@@ -219,6 +219,30 @@ def test_ctrl_c_while_starting_is_one_line_and_130(delay, tmp_path):
     assert err == "error: interrupted\n", err[-2000:]
 
 
+_EXEC_INTERRUPT_SCRIPT = """
+import sys
+import meshplan.cli.bound as verb
+from meshplan.cli import main
+
+def interrupted_inside_exec(args):  # as when Ctrl-C lands while a dataclass is built during a lazy import
+    exec("raise KeyboardInterrupt")
+
+verb.run = interrupted_inside_exec
+raise SystemExit(main(["bound", "--einsum", "ij,jk->ik"]))
+"""
+
+
+def test_ctrl_c_inside_exec_still_exits_130(tmp_path):
+    """A KeyboardInterrupt that left an ``exec()`` makes CPython re-kill a ``python -m`` process with SIGINT
+    at exit (status -2) unless the flag it set is cleared; the CLI's handler clears it.  Run as ``-m``, as
+    ``python -m meshplan`` runs (``-c`` and scripts exit through another path that ignores the flag)."""
+    (tmp_path / "interrupt_probe.py").write_text(_EXEC_INTERRUPT_SCRIPT)
+    proc = subprocess.run([sys.executable, "-m", "interrupt_probe"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=LIMIT_S)
+    assert proc.returncode == 130, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stderr == "error: interrupted\n", proc.stderr[-2000:]
+
+
 _CPSAT_SCRIPT = """
 import sys, time
 from ortools.sat.python import cp_model
