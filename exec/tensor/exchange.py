@@ -12,16 +12,18 @@ deterministic, and the bytes handed to MPI are exactly the transfers' volumes.
 
 from __future__ import annotations
 
+import weakref
 from typing import Sequence
 
 import numpy as np
 from mpi4py import MPI
 from mpi4py.util.dtlib import from_numpy_dtype
 
+from meshplan.models.core.errors import ModelError
 from meshplan.models.tensor.partition import Box, box_shape, box_volume
 from meshplan.models.tensor.plans import Transfer
 
-__all__ = ["Exchange", "run_transfers", "reverse", "local_slices", "selection_type", "PACK_LIMIT"]
+__all__ = ["Exchange", "run_transfers", "reverse", "local_slices", "selection_type", "free_types", "PACK_LIMIT"]
 
 _TAG = 0x7E5
 
@@ -74,6 +76,16 @@ def selection_type(base: MPI.Datatype, shape: Sequence[int], runs) -> MPI.Dataty
     return t
 
 
+def free_types(types: list) -> None:
+    """Free committed datatypes (each handle becomes ``MPI.DATATYPE_NULL``) and empty the list; nothing
+    once MPI is finalized (the handles died with it).  Idempotent: a :class:`Exchange`'s finalizer."""
+    if not MPI.Is_finalized():
+        for t in types:
+            if t != MPI.DATATYPE_NULL:
+                t.Free()
+    types.clear()
+
+
 def _flat_range(t: Transfer, origin: Sequence[int], shape: Sequence[int]) -> tuple[int, int] | None:
     """``(offset, count)`` of the transfer's elements if they are one contiguous stretch of a C-ordered
     array of ``shape`` (element 0 at global ``origin``); None otherwise."""
@@ -102,7 +114,10 @@ class Exchange:
     faster than handing MPICH the strided datatype, which loses the single-copy path; a larger strided box
     goes as its MPI datatype (MPICH then pipelines pack and unpack through cache-sized cells, faster than a
     pack buffer that no longer fits the cache).  A strided box is received through its MPI datatype.  An adding exchange
-    receives into one preallocated buffer and adds in plan order."""
+    receives into one preallocated buffer and adds in plan order.
+
+    The committed datatypes are freed by :meth:`free`, or when the exchange is garbage-collected
+    (``weakref.finalize``), whichever comes first."""
 
     def __init__(self, comm, transfers: Sequence[Transfer], src_box: Box | None, dst_box: Box | None, dtype,
                  *, add: bool) -> None:
@@ -115,6 +130,10 @@ class Exchange:
         sshape = None if src_box is None else box_shape(src_box)
         dshape = None if dst_box is None else box_shape(dst_box)
         self.local, sends, self.recvs = [], [], []
+        #: the committed datatypes this exchange owns (freed once, by :meth:`free` or the finalizer)
+        self.types: list[MPI.Datatype] = []
+        self._finalizer = weakref.finalize(self, free_types, self.types)
+        typ = lambda shape, t, origin: self._own(selection_type(base, shape, _local_runs(t, origin)))
         into_me, rvol = 0, 0
         for t in transfers:
             if t.volume == 0:
@@ -130,14 +149,14 @@ class Exchange:
                 elif t.volume * self.dtype.itemsize <= PACK_LIMIT:
                     sends.append((t.dst, ("pack", _index(t, so), np.empty(_selected_shape(t), self.dtype))))
                 else:
-                    sends.append((t.dst, ("type", selection_type(base, sshape, _local_runs(t, so)))))
+                    sends.append((t.dst, ("type", typ(sshape, t, so))))
             elif t.dst == me and add:
                 self.recvs.append((t.src, ("buf", rvol, _selected_shape(t)), _index(t, do)))
                 rvol += t.volume
             elif t.dst == me:
                 flat = _flat_range(t, do, dshape)
                 self.recvs.append((t.src, ("flat",) + flat if flat else
-                                   ("type", selection_type(base, dshape, _local_runs(t, do))), None))
+                                   ("type", typ(dshape, t, do)), None))
         #: sends in rotated peer order (stable: boxes to one peer keep the plan's order, as their receives)
         self.sends = sorted(sends, key=lambda s: (s[0] - me) % size)
         #: the receive buffer of an adding exchange (one, reused by every call)
@@ -145,9 +164,20 @@ class Exchange:
         #: whether a copying exchange writes every element of the output (then it needs no initial fill)
         self.covers = (not add) and dst_box is not None and into_me == box_volume(dst_box)
 
+    def _own(self, t: MPI.Datatype) -> MPI.Datatype:
+        self.types.append(t)
+        return t
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`free` ran (the exchange cannot run any more)."""
+        return not self._finalizer.alive
+
     def run(self, src: np.ndarray | None, dst: np.ndarray | None) -> None:
         """Move every box from ``src`` (C-contiguous, this rank's input block or None) into ``dst``
         (C-contiguous output block or None): copied, or added to what ``dst`` holds."""
+        if self.closed:
+            raise ModelError("this exchange was freed (close() or free()); build a new one")
         reqs = []
         for peer, (how, *where), _ in self.recvs:
             if how == "buf":
@@ -181,14 +211,8 @@ class Exchange:
                 dst[di] += self._rbuf[off:off + int(np.prod(shape))].reshape(shape)
 
     def free(self) -> None:
-        """Release the committed datatypes (the exchange cannot run afterwards)."""
-        for _, (how, *where), _ in self.recvs:
-            if how == "type":
-                where[0].Free()
-        for _, (how, *what) in self.sends:
-            if how == "type":
-                what[0].Free()
-        self.sends, self.recvs = [], []
+        """Release the committed datatypes (idempotent; the exchange cannot run afterwards)."""
+        self._finalizer()
 
 
 def run_transfers(comm, me: int, transfers: Sequence[Transfer], src: np.ndarray | None, src_origin,

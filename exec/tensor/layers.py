@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from meshplan.exec.tensor.partition import Partition, check_local
-from meshplan.exec.tensor.primitives import AllSumReduce, Broadcast, HaloExchange, ReduceScatter, SumReduce
+from meshplan.exec.tensor.primitives import AllSumReduce, Broadcast, HaloExchange, ReduceScatter, SumReduce, _Closing
 from meshplan.models.core.errors import ModelError
 from meshplan.models.tensor import kernels as K
 from meshplan.models.tensor.halo import Window, output_shape
@@ -53,8 +53,21 @@ def _check_param(arr, shape, name: str, dtype) -> np.ndarray:
     return a
 
 
-class _Windowed:
+def _close_plans(plans: dict) -> None:
+    """Close every primitive of a layer's per-shape plans (a primitive, or a tuple holding some)."""
+    for plan in plans.values():
+        for p in plan if isinstance(plan, tuple) else (plan,):
+            if isinstance(p, _Closing):
+                p.close()
+    plans.clear()
+
+
+class _Windowed(_Closing):
     n_spatial = 0
+
+    def close(self) -> None:
+        """Free the datatypes of the primitives built so far (the layer builds new ones if used again)."""
+        _close_plans(self._plans)
 
     def _init_window(self, P: Partition, kernel_size, stride, padding, dilation) -> None:
         if not isinstance(P, Partition):
@@ -210,8 +223,12 @@ MaxPool1d, MaxPool2d, MaxPool3d = (_pool(f"MaxPool{n}d", n, "max") for n in (1, 
 AvgPool1d, AvgPool2d, AvgPool3d = (_pool(f"AvgPool{n}d", n, "avg") for n in (1, 2, 3))
 
 
-class Linear:
+class Linear(_Closing):
     """``y = x Wᵀ + b`` with ``x`` on ``P_x`` (1×P_fi), ``W`` worked on ``P_w`` (P_fo×P_fi), ``y`` on ``P_y`` (1×P_fo)."""
+
+    def close(self) -> None:
+        """Free the datatypes of the primitives built so far (the layer builds new ones if used again)."""
+        _close_plans(self._plans)
 
     def __init__(self, P_x: Partition, P_y: Partition, P_w: Partition, in_features: int, out_features: int,
                  bias: bool = True, *, dtype=np.float64, seed: int = 0) -> None:

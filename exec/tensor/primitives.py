@@ -4,8 +4,8 @@ Each object is built collectively on every rank of the partitions' communicator 
 the tensor's global shape; ``forward(x)`` and ``adjoint(y)`` take this rank's block (None where it has
 none) and return this rank's block of the result (None where it has none), or write it into ``out=`` (a
 preallocated block, reused across calls).  How each primitive runs on MPI is chosen at construction from
-the partitions (:mod:`meshplan.models.tensor.lowering`): a ``Bcast`` / ``Reduce`` / ``Allgatherv`` /
-``Reduce_scatter`` per group on a cached sub-communicator where the groups allow, else the transfers
+the partitions (:mod:`meshplan.models.tensor.lowering`): a ``Bcast`` / ``Reduce`` / ``Allgather`` /
+``Reduce_scatter_block`` per group on a cached sub-communicator where the groups allow, else the transfers
 with derived datatypes (:mod:`meshplan.exec.tensor.exchange`).  Bytes handed to MPI equal that model
 exactly (:mod:`meshplan.models.tensor.plans`, :mod:`meshplan.models.tensor.halo`).
 
@@ -16,6 +16,12 @@ exactly (:mod:`meshplan.models.tensor.plans`, :mod:`meshplan.models.tensor.halo`
   a window needs (padding filled with ``pad_value``); the adjoint adds halo values back into their owners
   (3.2.5).
 * ``AllGather(P, axes, shape)`` / ``ReduceScatter(P, axes, shape)`` — adjoints of each other.
+
+Resources: a primitive owns the committed MPI datatypes of its strided boxes; ``close()`` (or leaving a
+``with`` block) frees them, and so does garbage collection of the primitive (``weakref.finalize`` on each
+exchange), whichever comes first.  A closed primitive raises on ``forward``/``adjoint``.  The
+sub-communicators are the runtime's cache (:class:`~meshplan.exec.runtime.comms.SubComms`), shared
+between primitives, and are not the primitive's to free.
 """
 
 from __future__ import annotations
@@ -43,7 +49,20 @@ def _same_comm(px: Partition, py: Partition) -> None:
         raise ModelError("P_x and P_y live on different communicators; build both on the same comm=")
 
 
-class _Moves:
+class _Closing:
+    """``with`` support: leaving the block calls :meth:`close`."""
+
+    def close(self) -> None:
+        """Free what this object owns (see the module docstring); idempotent."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _Moves(_Closing):
     """A primitive given by transfers from an input layout to an output layout, run as its model's
     :class:`~meshplan.models.tensor.lowering.Lowering` (chosen from the partitions at construction: MPI
     collectives on cached sub-communicators where the groups allow, else the transfers themselves with
@@ -75,12 +94,25 @@ class _Moves:
     def out_shape(self):
         return None if self.out_box is None else box_shape(self.out_box)
 
+    def close(self) -> None:
+        """Free the committed datatypes of both directions (idempotent; the primitive cannot run afterwards)."""
+        for ex in (self._fwd, self._adj):
+            if isinstance(ex, Exchange):
+                ex.free()
+
+    @property
+    def datatypes(self) -> tuple[MPI.Datatype, ...]:
+        """The committed datatypes this rank's primitive holds now (empty once closed)."""
+        return tuple(t for ex in (self._fwd, self._adj) if isinstance(ex, Exchange) for t in ex.types)
+
     def bytes_sent(self) -> dict[int, int]:
         """Bytes each rank hands to MPI in ``forward``, from the model (the lowering's accounting rule)."""
         return self.lowering.bytes_sent(self.transfers, self.dtype.itemsize)
 
     def _run(self, runner, x, xbox, ybox, what: str, out, fill: float, regions=None):
         """``regions``: the only parts of the output the runner leaves unwritten (None: maybe all of it)."""
+        if isinstance(runner, Exchange) and runner.closed:
+            raise ModelError(f"{type(self).__name__} was closed; build a new one")
         x = check_local(x, None if xbox is None else box_shape(xbox), what, self.dtype)
         if x is not None:
             x = np.ascontiguousarray(x)
@@ -203,7 +235,7 @@ class HaloExchange(_Moves):
         return self._run(self._fwd, x, self.in_box, self.out_box, "x", out, self.pad_value, self._pad)
 
 
-class AllSumReduce:
+class AllSumReduce(_Closing):
     """``A_P`` over ``axes``: every rank ends with the sum of its group's blocks (self-adjoint)."""
 
     def __init__(self, P: Partition, axes: Sequence[int], dtype=np.float64) -> None:

@@ -7,7 +7,11 @@ prints ``{"np": N, "cases": [verdict, …]}`` (see :mod:`meshplan.exec.tensor.su
 
 Test hook ``"bad_input": {"rank": r, "op": "forward" | "adjoint"}``: rank ``r`` alone hands a halo exchange a
 block of the wrong shape, raising inside the primitive while the other ranks are already exchanging — the
-job must abort with one error, not hang."""
+job must abort with one error, not hang.
+
+Test hook ``"resources": true``: instead of the suite, check that primitives and layers free their committed
+MPI datatypes — on ``close()``, on leaving a ``with`` block and on garbage collection — and that a closed
+primitive refuses to run; rank 0 prints ``{"np": N, "resources": {check: bool agreed by every rank}}``."""
 
 from __future__ import annotations
 
@@ -32,7 +36,64 @@ def _bad_input(ctx: RankContext, spec: dict) -> None:
     h.adjoint(np.zeros(y.shape[:2] + (y.shape[2] + 1,)) if wrong else y)
 
 
+def _resources(ctx: RankContext) -> dict:
+    import gc
+
+    import numpy as np
+    from mpi4py import MPI
+
+    from meshplan.exec.tensor import exchange
+    from meshplan.exec.tensor.layers import Conv1d
+    from meshplan.exec.tensor.partition import Partition
+    from meshplan.exec.tensor.primitives import Repartition
+    from meshplan.models.core.errors import ModelError
+
+    N = ctx.size
+    part = lambda shape: Partition(shape, comm=ctx.comm, comms=ctx.comms)
+    # a transpose repartition: strided send boxes forward, strided receive boxes in the adjoint
+    make = lambda: Repartition(part((N, 1)), part((1, N)), (2 * N, 2 * N))
+    null = lambda ts: all(t == MPI.DATATYPE_NULL for t in ts)
+    live = lambda ts: len(ts) > 0 and not null(ts)
+    saved, exchange.PACK_LIMIT = exchange.PACK_LIMIT, 0        # every strided box as a datatype
+    try:
+        checks = {}
+        r = make()
+        ts = r.datatypes
+        x = np.arange(4.0 * N).reshape(2, 2 * N) + ctx.rank
+        y = r.forward(x)
+        checks["types_while_open"] = live(ts) and np.array_equal(r.adjoint(y), x)
+        r.close()
+        r.close()                                              # idempotent
+        checks["close_frees"] = null(ts) and r.datatypes == ()
+        try:
+            r.forward(x)
+            checks["closed_refuses"] = False
+        except ModelError as err:
+            checks["closed_refuses"] = "closed" in str(err)
+        with make() as r2:
+            ts = r2.datatypes
+            ok = live(ts)
+        checks["with_frees"] = ok and null(ts)
+        r3 = make()
+        ts = r3.datatypes
+        ok = live(ts)
+        del r3
+        gc.collect()
+        checks["gc_frees"] = ok and null(ts)
+        conv = Conv1d(part((1, 1, N)), 2, 1, 5, padding=2)       # two channels: strided halo boxes
+        conv.forward(np.ones((1, 2, 3)))
+        ts = tuple(t for plan in conv._plans.values() for p in plan if hasattr(p, "datatypes") for t in p.datatypes)
+        ok = live(ts) if N > 1 else True
+        conv.close()
+        checks["layer_close_frees"] = ok and null(ts)
+    finally:
+        exchange.PACK_LIMIT = saved
+    return {k: ctx.world.allreduce(bool(v), op=MPI.LAND) for k, v in checks.items()}
+
+
 def handle(ctx: RankContext, job: dict) -> dict:
+    if job.get("resources"):
+        return {"np": ctx.size, "resources": _resources(ctx)}
     if job.get("bad_input"):
         _bad_input(ctx, job["bad_input"])
     if "pack_limit" in job:

@@ -94,3 +94,11 @@ def test_counting_comm_counts_alltoallw_by_type_size():
         t.Free()
     assert (counter.sent, counter.received) == (48, 48)
     assert (b[1:, :3] == a[1:, :3]).all() and (b[0] == 0).all() and (b[:, 3] == 0).all()
+
+
+def test_primitives_and_layers_free_their_datatypes():
+    # close(), a with block and garbage collection each free the committed MPI datatypes of a primitive's
+    # strided boxes (the handles become MPI.DATATYPE_NULL on every rank); a closed primitive refuses to run
+    out = run_job(3, MODULE, {"resources": True}, timeout_s=300)
+    assert out["resources"] == {"types_while_open": True, "close_frees": True, "closed_refuses": True,
+                                "with_frees": True, "gc_frees": True, "layer_close_frees": True}
