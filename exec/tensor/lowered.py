@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 from mpi4py import MPI
-from mpi4py.util.dtlib import from_numpy_dtype
 
 from meshplan.exec.runtime.comms import SubComms
 from meshplan.models.tensor.lowering import Lowering
-from meshplan.models.tensor.partition import box_volume
 
 __all__ = ["GroupCollective"]
 
@@ -42,13 +40,6 @@ class GroupCollective:
         if self.group is None or len(self.group.ranks) < 2:
             self.sub = None
         self.pos = None if self.group is None else self.group.ranks.index(me)
-        if self.group is not None and self.kind in ("allgather", "reducescatter"):
-            self.counts = [box_volume(b) for b in self.group.boxes]
-            self.displs = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(int).tolist()
-            self.mpitype = from_numpy_dtype(self.dtype)
-            # equal blocks: Allgather (MPICH's Allgatherv ring, pipelined in 32 KiB chunks, is 20-40x slower
-            # than its Allgather at 1 MiB on an oversubscribed node — measured, docs/tensor.md)
-            self.equal = len(set(self.counts)) == 1
 
     def dual(self) -> "GroupCollective":
         """The adjoint's runner on the same groups and sub-communicator."""
@@ -85,14 +76,10 @@ class GroupCollective:
         elif self.kind == "allgather":
             if sub is None:
                 np.copyto(y, x)
-            elif self.equal:
+            else:                                  # equal blocks (the lowering's rule)
                 sub.Allgather(x, y)
-            else:
-                sub.Allgatherv(x, [y, self.counts, self.displs, self.mpitype])
         else:                                      # reducescatter
             if sub is None:
                 np.copyto(y, x)
-            elif self.equal:
-                sub.Reduce_scatter_block(x, y, MPI.SUM)
             else:
-                sub.Reduce_scatter(x, y, self.counts, MPI.SUM)
+                sub.Reduce_scatter_block(x, y, MPI.SUM)

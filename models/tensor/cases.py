@@ -68,10 +68,14 @@ def adjoint_cases(np_: int) -> list[dict]:
     for a, b in factor_pairs(W):
         add("allgather", f"{a}x{b}-axis1", p=_p((a, b), allr), axes=[1], shape=[5, b + 1])
         add("reducescatter", f"{a}x{b}-axis0", p=_p((a, b), allr), axes=[0], shape=[max(1, a - 1), 4])
-    # consecutive slabs: an Allgatherv / Reduce_scatter per group
+    # consecutive slabs: an Allgather / Reduce_scatter_block per group when the blocks are equal, the
+    # transfers when they are not
     add("allgather", "slab-axis0", p=_p((W, 1), allr[::-1]), axes=[0], shape=[W + 2, 3])
     add("allgather", "slab-axis1", p=_p((1, W), allr), axes=[1], shape=[1, 2 * W + 1])
     add("reducescatter", "slab-axis1", p=_p((1, W), allr[::-1]), axes=[1], shape=[1, 2 * W - 1])
+    add("allgather", "slab-axis0-equal", p=_p((W, 1), allr[::-1]), axes=[0], shape=[2 * W, 3])
+    add("allgather", "slab-axis1-equal", p=_p((1, W), allr), axes=[1], shape=[1, 3 * W])
+    add("reducescatter", "slab-axis1-equal", p=_p((1, W), allr[::-1]), axes=[1], shape=[1, 2 * W])
     # halo exchange: 1-D feature windows incl. multi-hop, stride gaps, empty output blocks; 2-D and 3-D
     for name, n, kk, s, pd, d in DISTDL_FAILURES:
         add("halo", name, p=_p((1, 1, W), allr), shape=[1, 2, n], kernel=[1, 1, kk], stride=[1, 1, s],

@@ -12,14 +12,15 @@ at construction and the bytes are known before anything runs:
   contributes zeros, in place).
 * ``"allgather"`` / ``"reducescatter"`` — the groups of an all-gather when the members' blocks are
   consecutive slabs of the gathered box (one partitioned axis among ``axes`` and nothing but extent-1
-  dimensions before it): ``Allgatherv`` (each member hands its block once) or ``Reduce_scatter``
-  (each member hands the whole gathered box) — ``Allgather`` / ``Reduce_scatter_block`` when the
-  blocks are equal, with the same bytes.
+  dimensions before it) of one volume in every group: ``Allgather`` (each member hands its block once)
+  or ``Reduce_scatter_block`` (each member hands the whole gathered box).  Unequal blocks take the
+  transfers: MPICH's ``Allgatherv`` (a ring pipelined in 32 KiB chunks) is 20–40× slower than point-to-point
+  messages on this machine (docs/tensor.md, "Benchmark").
 * ``"transfers"`` — anything else: the boxes themselves, one ``Isend``/``Irecv`` per box; a rank hands
   the volume of every box it sends to another rank (local copies are not handed to MPI).
 
 A group of one rank is a local copy and hands nothing.  The runtime's ``CountingComm`` counts exactly
-these rules (a ``Bcast`` counts the root's buffer, a reduction its send buffer, an ``Allgatherv`` its
+these rules (a ``Bcast`` counts the root's buffer, a reduction its send buffer, an ``Allgather`` its
 send buffer, an ``Isend`` its buffer or ``count × datatype size``), so the counted bytes equal the model.
 """
 
@@ -127,15 +128,19 @@ def _slab_axis(p: CartesianPartition, global_shape: Sequence[int], axes: Sequenc
 
 
 def allgather_lowering(p: CartesianPartition, global_shape: Sequence[int], axes: Sequence[int]) -> Lowering:
-    """``Allgatherv`` per group when the blocks are consecutive slabs, else the transfers."""
+    """``Allgather`` per group when the blocks are consecutive slabs of one volume within each group,
+    else the transfers."""
     if _slab_axis(p, global_shape, axes) is None:
         return transfers_lowering()
     groups = tuple(Group(tuple(p.ranks[i] for i in grp), tuple(p.block(global_shape, i) for i in grp))
                    for grp in allsumreduce_groups(p, axes))
+    if any(len({box_volume(b) for b in g.boxes}) > 1 for g in groups):
+        return transfers_lowering()
     return Lowering("allgather", groups)
 
 
 def reducescatter_lowering(p: CartesianPartition, global_shape: Sequence[int], axes: Sequence[int]) -> Lowering:
-    """``Reduce_scatter`` per group when the blocks are consecutive slabs, else the transfers."""
+    """``Reduce_scatter_block`` per group where :func:`allgather_lowering` takes ``Allgather``, else the
+    transfers."""
     low = allgather_lowering(p, global_shape, axes)
     return Lowering("reducescatter", low.groups) if low.kind == "allgather" else low

@@ -205,10 +205,14 @@ def test_lowering_choice_and_bytes():
     low = sumreduce_lowering(sr)
     assert low.kind == "reduce" and low.groups[0].ranks == (3, 0, 1)
     assert low.bytes_sent(sr, 8) == {0: 40, 1: 40, 3: 40}
-    # all-gather: slabs along the first partitioned axis -> Allgatherv; blocks of 2-D tiles -> transfers
+    # all-gather: equal slabs along the first partitioned axis -> Allgather; unequal slabs (MPICH's slow
+    # Allgatherv) and blocks of 2-D tiles -> transfers
     p = CartesianPartition.of((1, 3))
-    low = allgather_lowering(p, (1, 7), [1])
-    assert low.kind == "allgather" and low.bytes_sent(allgather_transfers(p, (1, 7), [1]), 8) == {0: 24, 1: 16, 2: 16}
-    assert reducescatter_lowering(p, (1, 7), [1]).bytes_sent((), 8) == {0: 56, 1: 56, 2: 56}
+    low = allgather_lowering(p, (1, 9), [1])
+    assert low.kind == "allgather" and low.bytes_sent(allgather_transfers(p, (1, 9), [1]), 8) == {0: 24, 1: 24, 2: 24}
+    assert reducescatter_lowering(p, (1, 9), [1]).bytes_sent((), 8) == {0: 72, 1: 72, 2: 72}
+    uneq = allgather_transfers(p, (1, 7), [1])                                  # blocks of 3, 2, 2
+    assert allgather_lowering(p, (1, 7), [1]).kind == "transfers" == reducescatter_lowering(p, (1, 7), [1]).kind
+    assert allgather_lowering(p, (1, 7), [1]).bytes_sent(uneq, 8) == {0: 48, 1: 32, 2: 32}  # to each other rank
     assert allgather_lowering(p, (2, 7), [1]).kind == "transfers"                # rows of 2: not slabs
     assert allgather_lowering(CartesianPartition.of((2, 2)), (4, 4), [0, 1]).kind == "transfers"
