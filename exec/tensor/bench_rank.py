@@ -10,7 +10,9 @@ JOB ``{"sizes": [1048576, …], "repeats": 7}``; rank 0 prints ``{"np", "rows": 
 Pairs: AllSumReduce vs ``Allreduce``; Repartition ``N×1 → 1×N`` (a transpose) vs ``Alltoallv`` of a
 pre-packed buffer (no rearranging at all) and vs numpy's transpose into that buffer + ``Alltoallv``; Broadcast ``1 → N`` vs ``Bcast``; SumReduce ``N → 1`` vs ``Reduce``; AllGather vs
 ``Allgather``; ReduceScatter vs ``Reduce_scatter_block``; HaloExchange (kernel 5, feature dimension over N
-ranks) vs the same exchange written by hand (copy into the extended array, ``Isend``/``Irecv`` of the edges).
+ranks) vs the same exchange written by hand (copy into the extended array, ``Isend``/``Irecv`` of the edges);
+AllGather of unequal blocks (rank 0 holds one more element: point-to-point transfers) vs ``Allgatherv`` (at
+1 MiB only) and vs ``Allgather`` of equal blocks of the same payload.
 """
 
 from __future__ import annotations
@@ -116,6 +118,21 @@ def handle(ctx: RankContext, job: dict) -> dict:
         rows.append({"bytes_per_rank": xa.nbytes, **_row(ctx, "AllGather", ag, xa,
                                                          lambda: ctx.world.Allgather(xa, gat), repeats,
                                                          ag.bytes_sent().get(me, 0), "Allgather")})
+        # all-gather of unequal blocks (n + 1 elements on rank 0): point-to-point transfers, vs the plain
+        # Allgatherv (at 1 MiB only: MPICH's ring takes ~0.4 s there) and vs Allgather of equal n-blocks
+        agu = AllGather(mk((N,), allr), [0], (n * N + 1,))
+        xu = rng.standard_normal(agu.in_shape)
+        gu = np.empty(n * N + 1)
+        counts_u = [n + 1] + [n] * (N - 1)
+        displs_u = [0] + [n + 1 + i * n for i in range(N - 1)]
+        if size <= 1 << 20:
+            rows.append({"bytes_per_rank": n * 8, **_row(
+                ctx, "AllGather (unequal)", agu, xu,
+                lambda: ctx.world.Allgatherv(xu, [gu, counts_u, displs_u, MPI.DOUBLE]), repeats,
+                agu.bytes_sent().get(me, 0), "Allgatherv")})
+        rows.append({"bytes_per_rank": n * 8, **_row(ctx, "AllGather (unequal)", agu, xu,
+                                                     lambda: ctx.world.Allgather(xa, gat), repeats,
+                                                     agu.bytes_sent().get(me, 0), "Allgather (equal blocks)")})
         # reduce-scatter along the partitioned dimension (the adjoint of the all-gather)
         rsc = ReduceScatter(mk((N,), allr), [0], (n * N,))
         xg = rng.standard_normal(rsc.in_shape)
