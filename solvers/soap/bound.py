@@ -24,6 +24,7 @@ from meshplan.models.soap.scalars import split_scalars
 from meshplan.models.loops.program import Program, Statement, sym
 from meshplan.models.soap.sdg import SubProblem, build_sdg, subgraph_problem
 from meshplan.solvers.soap.chi import SAMPLE_S, S, Intensity, dominating, intensity
+from meshplan.solvers.soap.memo import IntensityMemo
 from meshplan.solvers.soap.trivial import trivial_bound
 
 __all__ = ["ArrayBound", "ProgramBound", "analyze", "iterations", "leading_term", "P"]
@@ -192,15 +193,16 @@ def analyze(program: Program, *, max_subgraph: int = 4) -> ProgramBound:
         notes.append(f"subgraphs of more than {max_subgraph} arrays are not evaluated (Theorem 5.1 "
                      "iterates over all subgraphs): a larger fusion with a higher intensity would make "
                      "this bound too high — it is not certified")
+    memo = IntensityMemo(intensity)       # subgraphs equal up to renaming: one derivation each
     results: list[Intensity] = []
     for H in subsets:
         prob: SubProblem = subgraph_problem(sdg, H)
-        results.append(intensity(prob))
+        results.append(memo(prob))
     excluded = _unbounded(results)
     if excluded:
         notes.append(f"statement(s) {', '.join(excluded)}: no access bounds their work (χ = ∞); their "
                      "vertices are left out and the other statements are bounded without them")
-        results = [_without(sdg, r, excluded) for r in results]
+        results = [_without(sdg, r, excluded, memo) for r in results]
         results = [r for r in results if r is not None]
     for st in program.statements:
         notes.extend(check_ranges(st))
@@ -282,13 +284,13 @@ def _unbounded(results: list[Intensity]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _without(sdg, r: Intensity, excluded) -> Intensity | None:
+def _without(sdg, r: Intensity, excluded, memo=intensity) -> Intensity | None:
     """``r`` re-derived without the excluded statements (``None`` when none of its own remain)."""
     if not set(r.problem.statements) & set(excluded):
         return r
     if set(r.problem.statements) <= set(excluded):
         return None
-    return intensity(subgraph_problem(sdg, r.problem.arrays, exclude=frozenset(excluded)))
+    return memo(subgraph_problem(sdg, r.problem.arrays, exclude=frozenset(excluded)))
 
 
 def _max_rho(cands: list[Intensity]):

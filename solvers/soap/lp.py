@@ -1,4 +1,4 @@
-"""A tiny exact simplex (Fractions, Bland's rule) for the exponent LP.
+"""A tiny exact simplex (Bland's rule) for the exponent LP.
 
 ``max c·x  s.t.  A x ≤ b, x ≥ 0`` with ``b ≥ 0`` (rows of the access
 monomials have ``b = 1``, the order constraints of a max case ``b = 0``) — the
@@ -6,55 +6,89 @@ form of the HBL-style exponent problem of the certified relaxation in
 :mod:`meshplan.solvers.soap.relax`.  The origin is feasible, so no phase 1 is
 needed; the final tableau also gives the dual optimum ``w``
 (``min b·w  s.t.  Aᵀ w ≥ c, w ≥ 0``).
+
+The arithmetic is exact and fraction-free: every tableau row is a vector of
+Python integers over one positive row denominator, reduced by their gcd after
+each pivot.  The pivots (Bland's rule, ties by the lowest basic index) are the
+ones an exact rational simplex takes, so the vertex and the duals are the same
+— only about ten times cheaper than ``fractions.Fraction`` entries, which
+dominated the analysis of many-statement programs (ludcmp, deriche).
 """
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 __all__ = ["max_le_one"]
 
 
+def _int_row(values: list[Fraction]) -> tuple[list[int], int]:
+    """``values`` as integers over one positive denominator (reduced)."""
+    den = 1
+    for v in values:
+        den = den * v.denominator // math.gcd(den, v.denominator)
+    ints = [v.numerator * (den // v.denominator) for v in values]
+    return _reduce(ints, den)
+
+
+def _reduce(ints: list[int], den: int) -> tuple[list[int], int]:
+    g = math.gcd(den, *ints)
+    if g > 1:
+        return [a // g for a in ints], den // g
+    return ints, den
+
+
 def max_le_one(c: list[Fraction], A: list[list[Fraction]], b: list[Fraction] | None = None):
     """Solve ``max c·x, A x ≤ b, x ≥ 0`` (``b`` all ones by default, every ``b_r ≥ 0``).
 
-    Returns ``(value, x, w)`` with ``w`` the dual optimum per row, or ``None`` if unbounded.
+    Returns ``(value, x, w)`` (Fractions) with ``w`` the dual optimum per row, or ``None`` if
+    unbounded.
     """
     m, n = len(A), len(c)
     rhs = [Fraction(1)] * m if b is None else [Fraction(v) for v in b]
     if any(v < 0 for v in rhs):
         raise ValueError("max_le_one needs b >= 0 (the origin must be feasible)")
-    # tableau rows: [A | I | b]; objective row: [-c | 0 | 0]
-    T = [[Fraction(a) for a in row] + [Fraction(int(i == r)) for i in range(m)] + [rhs[r]]
-         for r, row in enumerate(A)]
-    z = [-Fraction(x) for x in c] + [Fraction(0)] * m + [Fraction(0)]
+    # tableau rows: [A | I | b] / den; objective row: [-c | 0 | 0] / zden
+    T, D = [], []
+    for r, row in enumerate(A):
+        ints, den = _int_row([Fraction(a) for a in row] + [Fraction(int(i == r)) for i in range(m)] + [rhs[r]])
+        T.append(ints)
+        D.append(den)
+    z, zd = _int_row([-Fraction(x) for x in c] + [Fraction(0)] * (m + 1))
     basis = [n + r for r in range(m)]
     for _ in range(10_000):
         col = next((j for j in range(n + m) if z[j] < 0), None)  # Bland: lowest index
         if col is None:
             break
-        best = None
+        best = None        # (numerator, denominator, row) of the smallest ratio b_r / a_r,col
         for r in range(m):
-            if T[r][col] > 0:
-                ratio = T[r][-1] / T[r][col]
-                if best is None or ratio < best[0] or (ratio == best[0] and basis[r] < basis[best[1]]):
-                    best = (ratio, r)
+            a = T[r][col]
+            if a > 0:
+                num = T[r][-1]
+                if best is None:
+                    best = (num, a, r)
+                    continue
+                lhs, rhs_ = num * best[1], best[0] * a
+                if lhs < rhs_ or (lhs == rhs_ and basis[r] < basis[best[2]]):
+                    best = (num, a, r)
         if best is None:
             return None
-        r = best[1]
-        piv = T[r][col]
-        T[r] = [v / piv for v in T[r]]
+        r = best[2]
+        piv = T[r][col]                     # > 0: the row over denominator piv has a 1 in col
+        prow, pden = _reduce(T[r], piv)
+        T[r], D[r] = prow, pden
         for rr in range(m):
-            if rr != r and T[rr][col] != 0:
-                f = T[rr][col]
-                T[rr] = [a - f * b for a, b in zip(T[rr], T[r])]
-        if z[col] != 0:
-            f = z[col]
-            z = [a - f * b for a, b in zip(z, T[r])]
+            f = T[rr][col]
+            if rr != r and f != 0:
+                T[rr], D[rr] = _reduce([a * pden - f * b_ for a, b_ in zip(T[rr], prow)], D[rr] * pden)
+        f = z[col]
+        if f != 0:
+            z, zd = _reduce([a * pden - f * b_ for a, b_ in zip(z, prow)], zd * pden)
         basis[r] = col
     x = [Fraction(0)] * n
-    for r, b in enumerate(basis):
-        if b < n:
-            x[b] = T[r][-1]
-    w = [z[n + r] for r in range(m)]
-    return z[-1], x, w
+    for r, bv in enumerate(basis):
+        if bv < n:
+            x[bv] = Fraction(T[r][-1], D[r])
+    w = [Fraction(z[n + r], zd) for r in range(m)]
+    return Fraction(z[-1], zd), x, w

@@ -1,0 +1,100 @@
+"""Speed without a changed answer: the fraction-free simplex and the subgraph memo (solvers/soap)."""
+
+from __future__ import annotations
+
+from fractions import Fraction as F
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linprog
+
+from meshplan.models.soap import build_sdg, parse_file, parse_source, subgraph_problem
+from meshplan.models.soap.scalars import split_scalars
+from meshplan.solvers.soap.chi import intensity
+from meshplan.solvers.soap.lp import max_le_one
+from meshplan.solvers.soap.memo import IntensityMemo, canonical_key
+
+EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
+
+_ENTRY = st.sampled_from([F(0), F(0), F(1), F(1), F(2), F(1, 2), F(3, 2)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda n: st.tuples(
+    st.lists(_ENTRY, min_size=n, max_size=n),
+    st.lists(st.lists(_ENTRY, min_size=n, max_size=n), min_size=1, max_size=6),
+    st.lists(st.lists(st.sampled_from([F(-1), F(0), F(1)]), min_size=n, max_size=n), max_size=2))))
+def test_simplex_optimum_and_duals_match_an_independent_lp_solver(lp):
+    c, A, G = lp
+    rows, b = A + G, [F(1)] * len(A) + [F(0)] * len(G)
+    res = linprog([-float(x) for x in c], A_ub=[[float(x) for x in r] for r in rows], b_ub=[float(x) for x in b],
+                  bounds=[(0, None)] * len(c), method="highs")
+    got = max_le_one(c, rows, b)
+    if res.status == 3:          # unbounded
+        assert got is None
+        return
+    assert got is not None
+    val, x, w = got
+    assert abs(float(val) + res.fun) <= 1e-9 * max(1.0, abs(res.fun))
+    # exact primal feasibility, dual feasibility and strong duality (b·w = value)
+    assert all(xi >= 0 for xi in x) and all(wi >= 0 for wi in w)
+    assert all(sum(a * xi for a, xi in zip(r, x)) <= bi for r, bi in zip(rows, b))
+    assert sum(c_ * xi for c_, xi in zip(c, x)) == val
+    assert all(sum(w[j] * rows[j][v] for j in range(len(rows))) >= c[v] for v in range(len(c)))
+    assert sum(wi * bi for wi, bi in zip(w, b)) == val
+
+
+#: two filter passes that differ only in names (deriche's shape): renamed copies of subgraphs
+TWO_PASSES = """
+def two_passes(W, H, a, b):
+    for i in range(W):
+        s = 0.0
+        for j in range(H):
+            y1[i, j] = a * x[i, j] + b * s
+            s = y1[i, j]
+    for i in range(W):
+        s = 0.0
+        for j in range(H):
+            y2[i, j] = a * x[i, j] + b * s
+            s = y2[i, j]
+    for i in range(W):
+        for j in range(H):
+            out[i, j] = y1[i, j] + y2[i, j]
+"""
+
+
+def _problems(name):
+    (prog,) = parse_source(TWO_PASSES) if name == "two_passes" else parse_file(str(EX / f"{name}.py"))
+    prog, _ = split_scalars(prog)
+    sdg = build_sdg(prog)
+    return [subgraph_problem(sdg, H) for H in sdg.connected_subsets(max_size=3)]
+
+
+@pytest.mark.parametrize("name", ["two_passes", "durbin", "gramschmidt"])
+def test_a_memo_hit_equals_the_direct_derivation(name):
+    """Every subgraph through the memo gives what deriving it alone gives (tiles and case labels
+    renamed); the two passes are renamed copies, so there the memo is actually hit."""
+    probs = _problems(name)
+    memo = IntensityMemo(intensity)
+    for p in probs:
+        got, ref = memo(p), intensity(p)
+        assert got.problem is p
+        assert (got.method, got.rho, got.chi, got.X0, got.tiles, got.tiles_of_X, got.notes) == \
+            (ref.method, ref.rho, ref.chi, ref.X0, ref.tiles, ref.tiles_of_X, ref.notes)
+        assert [(c.problem.case, c.rho, c.tiles) for c in got.cases] == \
+            [(c.problem.case, c.rho, c.tiles) for c in ref.cases]
+    if name == "two_passes":
+        assert memo.hits > 0
+
+
+def test_the_key_ignores_names_but_not_structure():
+    probs = _problems("two_passes")
+    keys = [canonical_key(p) for p in probs]
+    assert len(set(keys)) < len(keys)                     # renamed copies share a key
+    sizes = {canonical_key(p): (len(p.classes), len(p.terms), len(p.work)) for p in probs}
+    for p in probs:                                       # equal keys: equal shape
+        assert sizes[canonical_key(p)] == (len(p.classes), len(p.terms), len(p.work))
+    assert np.all([isinstance(k, tuple) for k in keys])
