@@ -1,6 +1,7 @@
 """Benchmark of the DistDL tensor primitives and layers (docs/tensor.md).
 
     python bench/tensor.py [--quick] [--np 4]
+    python bench/tensor.py --repartition-study [--launches 3] [--np 4]
 
 1. Per primitive, on payloads of 1, 4 and 16 MiB per rank: the bytes each rank hands to MPI (counted by the
    runtime's CountingComm) against the model (the primitive's lowering, models/tensor/lowering.py) — they
@@ -14,6 +15,10 @@
 2. A small CNN (conv → relu → max-pool → conv → relu → repartition → linear) trained for a few SGD steps on
    N ranks through the torch adapter, next to the same model in sequential torch: the two loss curves.
 Writes bench/results/tensor.json.
+
+``--repartition-study``: only the ways to run the transpose repartition at 4 MiB per rank
+(exec/tensor/bench_study.py), each side by side with a pre-packed Alltoallv, in ``--launches`` launches; prints
+the range of each variant's ratio and writes bench/results/tensor-repartition.json.
 """
 
 from __future__ import annotations
@@ -34,7 +39,12 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="one payload size, few repeats")
     ap.add_argument("--np", type=int, default=4, help="MPI ranks (default 4)")
     ap.add_argument("--repeats", type=int, default=None, help="timed repeats per primitive (default 25; 5 with --quick)")
+    ap.add_argument("--repartition-study", action="store_true",
+                    help="only the repartition variants at 4 MiB per rank (docs/tensor.md)")
+    ap.add_argument("--launches", type=int, default=3, help="launches of the repartition study (default 3)")
     args = ap.parse_args(argv)
+    if args.repartition_study:
+        return _study(args)
     sizes = [1 << 20] if args.quick else [1 << 20, 1 << 22, 1 << 24]
     repeats = args.repeats or (5 if args.quick else 25)
     prim = run_job(args.np, "meshplan.exec.tensor.bench_rank", {"sizes": sizes, "repeats": repeats}, timeout_s=1200)
@@ -69,6 +79,21 @@ def main(argv=None) -> int:
     print(f"\nwrote {path}")
     bad = [r["primitive"] for r in rows if not r["bytes_equal_model"]]
     return 1 if bad or (have_torch and not payload["cnn"]["ok"]) else 0
+
+
+def _study(args) -> int:
+    repeats = args.repeats or 25
+    runs = [run_job(args.np, "meshplan.exec.tensor.bench_study", {"size": 1 << 22, "repeats": repeats},
+                    timeout_s=1200) for _ in range(args.launches)]
+    names = list(runs[0]["ratio"])
+    print(f"transpose repartition at 4 MiB per rank on {args.np} ranks, m = {runs[0]['m']}: ratio to a pre-packed "
+          f"Alltoallv in the same launch ({args.launches} launches, {repeats} rounds each, slowest rank, median)")
+    print_table(["variant", "ms (median of launches)", "ratio min", "ratio max"],
+                [[k, sorted(r["ms"][k] for r in runs)[len(runs) // 2], min(r["ratio"][k] for r in runs),
+                  max(r["ratio"][k] for r in runs)] for k in names])
+    path = write_results("tensor-repartition", {"np": args.np, "repeats": repeats, "launches": runs})
+    print(f"\nwrote {path}")
+    return 0
 
 
 if __name__ == "__main__":

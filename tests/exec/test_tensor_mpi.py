@@ -102,3 +102,13 @@ def test_primitives_and_layers_free_their_datatypes():
     out = run_job(3, MODULE, {"resources": True}, timeout_s=300)
     assert out["resources"] == {"types_while_open": True, "close_frees": True, "closed_refuses": True,
                                 "with_frees": True, "gc_frees": True, "layer_close_frees": True}
+
+
+def test_repartition_study_variants_agree_with_the_primitive():
+    # bench/tensor.py --repartition-study: every way of running the transpose repartition is checked against
+    # the primitive's output inside the job (a disagreement aborts it); here on a small matrix, one round
+    out = run_job(4, "meshplan.exec.tensor.bench_study", {"size": 1 << 16, "repeats": 1}, timeout_s=300)
+    assert out["m"] == 180 and out["box_bytes"] == 45 * 45 * 8
+    assert {"alltoallv", "primitive", "exchange_prepacked", "subarray_types", "alltoallw", "shared_window"} \
+        <= set(out["ratio"])
+    assert out["ratio"]["alltoallv"] == 1.0
