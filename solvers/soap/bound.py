@@ -193,17 +193,19 @@ def analyze(program: Program, *, max_subgraph: int = 4) -> ProgramBound:
         notes.append(f"subgraphs of more than {max_subgraph} arrays are not evaluated (Theorem 5.1 "
                      "iterates over all subgraphs): a larger fusion with a higher intensity would make "
                      "this bound too high — it is not certified")
-    memo = IntensityMemo(intensity)       # subgraphs equal up to renaming: one derivation each
-    results: list[Intensity] = []
-    for H in subsets:
-        prob: SubProblem = subgraph_problem(sdg, H)
-        results.append(memo(prob))
-    excluded = _unbounded(results)
+    problems: list[SubProblem] = [subgraph_problem(sdg, H) for H in subsets]
+    excluded = _unbounded(problems)
     if excluded:
         notes.append(f"statement(s) {', '.join(excluded)}: no access bounds their work (χ = ∞); their "
                      "vertices are left out and the other statements are bounded without them")
-        results = [_without(sdg, r, excluded, memo) for r in results]
-        results = [r for r in results if r is not None]
+    memo = IntensityMemo(intensity)       # subgraphs equal up to renaming: one derivation each
+    results: list[Intensity] = []
+    for prob in problems:                 # a subgraph with an excluded statement: derived without it
+        if set(prob.statements) & set(excluded):
+            if set(prob.statements) <= set(excluded):
+                continue
+            prob = subgraph_problem(sdg, prob.arrays, exclude=frozenset(excluded))
+        results.append(memo(prob))
     for st in program.statements:
         notes.extend(check_ranges(st))
     counts = {st.name: iterations(st) for st in program.statements}
@@ -272,25 +274,22 @@ def _larger(a: sp.Expr, b: sp.Expr, params, *, leading: bool = False) -> sp.Expr
     return sp.Max(a, b)
 
 
-def _unbounded(results: list[Intensity]) -> tuple[str, ...]:
-    """Statements whose own work is unbounded in some subgraph with ρ = ∞ (per-statement intensity)."""
+def _unbounded(problems: list[SubProblem]) -> tuple[str, ...]:
+    """Statements whose own work is unbounded (χ = ∞) in some subgraph or one of its max cases
+    (per-statement intensity).  Decided from the exponent LPs alone, before any χ is derived: a
+    case is unbounded exactly when one of its statements' LPs is (the relaxation's test), and a
+    fused iterated stencil (a pyramid) is bounded, so no subgraph is derived twice."""
+    from meshplan.models.soap.cases import has_max, split_cases
+    from meshplan.solvers.soap.pyramid import pyramid_shape
     from meshplan.solvers.soap.relax import unbounded_statements
 
     out: list[str] = []
-    for r in results:
-        if r.rho == sp.oo:
-            for c in (r.cases or (r,)):
-                out += [n for n in unbounded_statements(c.problem) if n not in out]
+    for p in problems:
+        if pyramid_shape(p) is not None:
+            continue
+        for c in (split_cases(p) if has_max(p) else (p,)):
+            out += [n for n in unbounded_statements(c) if n not in out]
     return tuple(out)
-
-
-def _without(sdg, r: Intensity, excluded, memo=intensity) -> Intensity | None:
-    """``r`` re-derived without the excluded statements (``None`` when none of its own remain)."""
-    if not set(r.problem.statements) & set(excluded):
-        return r
-    if set(r.problem.statements) <= set(excluded):
-        return None
-    return memo(subgraph_problem(sdg, r.problem.arrays, exclude=frozenset(excluded)))
 
 
 def _max_rho(cands: list[Intensity]):

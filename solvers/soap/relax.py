@@ -92,7 +92,8 @@ def _exponent_lp(problem: SubProblem, monos: dict, work_cls):
 _LP_CACHE: dict = {}
 
 
-def _solve_exponent_lp(problem: SubProblem, monos: dict, work_cls):
+def _lp_rows(problem: SubProblem, monos: dict, work_cls):
+    """``(keys, A, G, a)`` of the exponent LP ``max a·x, A x ≤ 1, G x ≤ 0`` (``None``: no access)."""
     keys = [k for k in monos if k]
     classes = list(problem.classes)
     if not keys:
@@ -100,6 +101,14 @@ def _solve_exponent_lp(problem: SubProblem, monos: dict, work_cls):
     A = [[dict(k).get(v, Fraction(0)) for v in classes] for k in keys]
     G = [[Fraction(dict(g).get(v, 0)) for v in classes] for g in problem.constraints]
     a = [Fraction(work_cls.count(v)) for v in classes]
+    return keys, A, G, a
+
+
+def _solve_exponent_lp(problem: SubProblem, monos: dict, work_cls):
+    rows = _lp_rows(problem, monos, work_cls)
+    if rows is None:
+        return None
+    keys, A, G, a = rows
     res = max_le_one(a, A + G, [Fraction(1)] * len(A) + [Fraction(0)] * len(G))
     if res is None:
         return None
@@ -204,7 +213,16 @@ def unbounded_statements(problem: SubProblem) -> tuple[str, ...]:
     """The statements of ``problem`` whose work monomial no combination of access monomials bounds
     (the exponent LP is unbounded: some of its loop variables appear in no access)."""
     monos = _monomials(problem)
-    return tuple(name for name, cls in problem.work if _exponent_lp(problem, monos, cls) is None)
+    return tuple(name for name, cls in problem.work if not _lp_bounded(problem, monos, cls))
+
+
+def _lp_bounded(problem: SubProblem, monos: dict, work_cls) -> bool:
+    """The exponent LP of one work monomial has a finite optimum (only the simplex, no dual face)."""
+    rows = _lp_rows(problem, monos, work_cls)
+    if rows is None:
+        return False
+    _, A, G, a = rows
+    return max_le_one(a, A + G, [Fraction(1)] * len(A) + [Fraction(0)] * len(G)) is not None
 
 
 def _dominated(work: dict, access: dict, constraints) -> bool:
