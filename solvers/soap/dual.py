@@ -27,7 +27,7 @@ import numpy as np
 
 from meshplan.solvers.soap.lp import max_le_one
 
-__all__ = ["log_constant", "feasible", "face_vertices", "best_dual"]
+__all__ = ["log_constant", "feasible", "face_vertices", "best_dual", "nondegenerate"]
 
 _DENOMINATORS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256, 1024)
 
@@ -85,10 +85,21 @@ def face_vertices(A, G, c, W, w0, mu0):
     return out
 
 
-def best_dual(A, G, c, coeffs, W, w0, mu0):
+def nondegenerate(A, G, x) -> bool:
+    """The primal vertex ``x`` of ``max c·x, A x ≤ 1, G x ≤ 0, x ≥ 0`` has exactly one positive
+    component (variable or slack) per row: every basic variable is positive, so complementary
+    slackness fixes the dual — the optimal face is the one point the simplex returned."""
+    rows = [(r, 1) for r in A] + [(r, 0) for r in G]
+    positive = sum(1 for v in x if v > 0)
+    positive += sum(1 for r, b in rows if b - sum((a * v for a, v in zip(r, x) if a), Fraction(0)) > 0)
+    return positive == len(rows)
+
+
+def best_dual(A, G, c, coeffs, W, w0, mu0, x=None):
     """``(w, μ)`` on the optimal face with the smallest exact ``C(w)`` found; ``(w0, μ0)`` if
-    the face is one point or no combination beats the vertex."""
-    if len(A) <= 1 or len(A) > MAX_FACE_ROWS:
+    the face is one point (the primal vertex ``x``, when given, is nondegenerate) or no
+    combination beats the vertex."""
+    if len(A) <= 1 or len(A) > MAX_FACE_ROWS or (x is not None and nondegenerate(A, G, x)):
         return w0, mu0
     verts = face_vertices(A, G, c, W, w0, mu0)
     if len(verts) == 1:

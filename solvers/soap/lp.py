@@ -23,11 +23,15 @@ from fractions import Fraction
 __all__ = ["max_le_one"]
 
 
-def _int_row(values: list[Fraction]) -> tuple[list[int], int]:
-    """``values`` as integers over one positive denominator (reduced)."""
+def _int_row(values) -> tuple[list[int], int]:
+    """``values`` (ints or Fractions) as integers over one positive denominator (reduced)."""
     den = 1
     for v in values:
-        den = den * v.denominator // math.gcd(den, v.denominator)
+        d = v.denominator
+        if d != 1:
+            den = den * d // math.gcd(den, d)
+    if den == 1:
+        return [int(v) for v in values], 1
     ints = [v.numerator * (den // v.denominator) for v in values]
     return _reduce(ints, den)
 
@@ -46,16 +50,16 @@ def max_le_one(c: list[Fraction], A: list[list[Fraction]], b: list[Fraction] | N
     unbounded.
     """
     m, n = len(A), len(c)
-    rhs = [Fraction(1)] * m if b is None else [Fraction(v) for v in b]
+    rhs = [1] * m if b is None else list(b)
     if any(v < 0 for v in rhs):
         raise ValueError("max_le_one needs b >= 0 (the origin must be feasible)")
     # tableau rows: [A | I | b] / den; objective row: [-c | 0 | 0] / zden
     T, D = [], []
     for r, row in enumerate(A):
-        ints, den = _int_row([Fraction(a) for a in row] + [Fraction(int(i == r)) for i in range(m)] + [rhs[r]])
+        ints, den = _int_row(list(row) + [int(i == r) for i in range(m)] + [rhs[r]])
         T.append(ints)
         D.append(den)
-    z, zd = _int_row([-Fraction(x) for x in c] + [Fraction(0)] * (m + 1))
+    z, zd = _int_row([-x for x in c] + [0] * (m + 1))
     basis = [n + r for r in range(m)]
     for _ in range(10_000):
         col = next((j for j in range(n + m) if z[j] < 0), None)  # Bland: lowest index

@@ -114,7 +114,7 @@ def _solve_exponent_lp(problem: SubProblem, monos: dict, work_cls):
         return None
     W, x, y = res
     w, mu = y[:len(A)], y[len(A):]
-    w, mu = best_dual(A, G, a, [monos[k] for k in keys], W, w, mu)
+    w, mu = best_dual(A, G, a, [monos[k] for k in keys], W, w, mu, x)
     return W, x, w, mu, keys, A, G
 
 
@@ -218,11 +218,19 @@ def unbounded_statements(problem: SubProblem) -> tuple[str, ...]:
 
 def _lp_bounded(problem: SubProblem, monos: dict, work_cls) -> bool:
     """The exponent LP of one work monomial has a finite optimum (only the simplex, no dual face)."""
-    rows = _lp_rows(problem, monos, work_cls)
-    if rows is None:
-        return False
-    _, A, G, a = rows
-    return max_le_one(a, A + G, [Fraction(1)] * len(A) + [Fraction(0)] * len(G)) is not None
+    key = (problem.classes, tuple(monos.items()), problem.constraints, tuple(work_cls))
+    if key in _LP_CACHE:
+        return _LP_CACHE[key] is not None
+    if key not in _BOUNDED_CACHE:
+        if len(_BOUNDED_CACHE) > 4096:
+            _BOUNDED_CACHE.clear()
+        rows = _lp_rows(problem, monos, work_cls)
+        _BOUNDED_CACHE[key] = rows is not None and max_le_one(
+            rows[3], rows[1] + rows[2], [Fraction(1)] * len(rows[1]) + [Fraction(0)] * len(rows[2])) is not None
+    return _BOUNDED_CACHE[key]
+
+
+_BOUNDED_CACHE: dict = {}
 
 
 def _dominated(work: dict, access: dict, constraints) -> bool:

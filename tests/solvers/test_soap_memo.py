@@ -98,3 +98,26 @@ def test_the_key_ignores_names_but_not_structure():
     for p in probs:                                       # equal keys: equal shape
         assert sizes[canonical_key(p)] == (len(p.classes), len(p.terms), len(p.work))
     assert np.all([isinstance(k, tuple) for k in keys])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 2), min_size=3, max_size=3), min_size=2, max_size=5),
+       st.lists(st.lists(st.integers(-1, 1), min_size=3, max_size=3), max_size=2),
+       st.lists(st.integers(1, 4), min_size=5, max_size=5))
+def test_skipping_the_face_search_at_a_nondegenerate_vertex_changes_no_certificate(rows, orders, coeffs):
+    """best_dual with the primal vertex (which skips the face search when the vertex is
+    nondegenerate, the dual then being unique) returns what the full search returns."""
+    from meshplan.solvers.soap.dual import best_dual, nondegenerate
+
+    A = [[F(v) for v in r] for r in rows]
+    G = [[F(v) for v in r] for r in orders]
+    c = [F(1)] * 3
+    res = max_le_one(c, A + G, [F(1)] * len(A) + [F(0)] * len(G))
+    if res is None:
+        return
+    val, x, y = res
+    cj = [F(v) for v in coeffs[:len(A)]]
+    full = best_dual(A, G, c, cj, val, y[:len(A)], y[len(A):])
+    assert best_dual(A, G, c, cj, val, y[:len(A)], y[len(A):], x) == full
+    if nondegenerate(A, G, x):
+        assert full == (y[:len(A)], y[len(A):])
