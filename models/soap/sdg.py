@@ -29,7 +29,7 @@ import sympy as sp
 
 from meshplan.models.soap.access import Component, components
 from meshplan.models.loops.program import Program
-from meshplan.models.soap.terms import Term, UnionFind, box, input_terms, tile_symbol
+from meshplan.models.soap.terms import Term, UnionFind, access_text, box, input_terms, tile_symbol
 
 __all__ = ["Term", "SubProblem", "Sdg", "build_sdg", "subgraph_problem", "tile_symbol"]
 
@@ -240,7 +240,7 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
             outs_off = {tuple(sp.simplify(x) for x in g.offsets) for g in group if g.role == "out"}
             tv = int(any(v == -1 and tuple(sp.simplify(x) for x in c.offsets) in outs_off
                          for c, v in zip(group, vers)))
-        terms.append(Term(o.array, "inout", dims, t, vclasses, tv, label=str(o.access)))
+        terms.append(Term(o.array, "inout", dims, t, vclasses, tv, label=access_text(o.access)))
     # 3) other reads
     inputs: dict[str, list[Component]] = {}
     for i, c in enumerate(comps):
@@ -249,10 +249,10 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
         if c.array in H:
             if c.role == "self" and not fed_by_other[c.array]:
                 inputs.setdefault(c.array, []).append(c)
-                notes.append(f"{c.stmt}: {c.access} is no translation of {c.array}'s output: "
+                notes.append(f"{c.stmt}: {access_text(c.access)} is no translation of {c.array}'s output: "
                              "a separate input array (section 5.5.1)")
             else:
-                notes.append(f"{c.stmt}: read {c.access} is computed inside {{{', '.join(H)}}}: "
+                notes.append(f"{c.stmt}: read {access_text(c.access)} is computed inside {{{', '.join(H)}}}: "
                              "not loaded (Definition 5.6)")
             continue
         inputs.setdefault(c.array, []).append(c)

@@ -9,6 +9,7 @@ union.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Literal
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import sympy as sp
 from meshplan.models.soap.access import Component, elements, sample_iterations
 from meshplan.models.loops.program import Program, Statement, sym
 
-__all__ = ["Term", "tile_symbol", "box", "input_terms", "UnionFind"]
+__all__ = ["Term", "tile_symbol", "box", "input_terms", "UnionFind", "access_text"]
 
 
 def tile_symbol(cls: str) -> sp.Symbol:
@@ -142,15 +143,14 @@ def input_terms(arr, cs, classes_of, uf, prog: Program, sample_size: int, notes:
 
     if len(groups) == 1:
         dims, t = box(groups[0], classes_of(groups[0][0]), vers(groups[0][0]))
-        return [Term(arr, "input", dims, t, label=str(groups[0][0].access))]
+        return [Term(arr, "input", dims, t, label=access_text(groups[0][0].access))]
     # pairwise overlap (sampled), union-find over overlapping groups
     params = {p: sample_size for p in prog.params}
     sets = []
     for g in groups:
         s: set[tuple] = set()
         for c in g:
-            st = prog.statement(c.stmt)
-            s |= elements(c, st, sample_iterations(st, params), params)
+            s |= _touched(c, prog.statement(c.stmt), tuple(params.items()))
         sets.append(s)
     guf = UnionFind(range(len(groups)))
     for a, b in itertools.combinations(range(len(groups)), 2):
@@ -159,11 +159,11 @@ def input_terms(arr, cs, classes_of, uf, prog: Program, sample_size: int, notes:
             continue
         lower = _lower_order(groups[a], groups[b], prog, sample_size)
         if lower is not None:
-            notes.append(f"{ga.stmt}: {ga.access} and {gb.access} overlap only on the lower-order set "
+            notes.append(f"{ga.stmt}: {access_text(ga.access)} and {access_text(gb.access)} overlap only on the lower-order set "
                          f"{lower}: counted as two disjoint arrays (section 5.5.1, as for LU)")
             continue
         if _triangular(ga, gb, prog):
-            notes.append(f"{ga.stmt}: {ga.access} and {gb.access} overlap only on the diagonal of a "
+            notes.append(f"{ga.stmt}: {access_text(ga.access)} and {access_text(gb.access)} overlap only on the diagonal of a "
                          "triangular domain: counted as two arrays (section 4.6.2)")
             continue
         guf.union(a, b)
@@ -175,17 +175,35 @@ def input_terms(arr, cs, classes_of, uf, prog: Program, sample_size: int, notes:
         if len(ks) == 1:
             g = groups[ks[0]]
             dims, t = box(g, classes_of(g[0]), vers(g[0]))
-            terms.append(Term(arr, "input", dims, t, label=str(g[0].access)))
+            terms.append(Term(arr, "input", dims, t, label=access_text(g[0].access)))
             if len(groups) > 1:
-                notes.append(f"{g[0].stmt}: {arr} accesses {g[0].access} are disjoint from the other "
+                notes.append(f"{g[0].stmt}: {arr} accesses {access_text(g[0].access)} are disjoint from the other "
                              "accesses: a separate array (section 5.5.1)")
         else:
             parts = tuple(box(groups[k], classes_of(groups[k][0]), vers(groups[k][0]))[0] for k in ks)
             terms.append(Term(arr, "union", (), (), parts=parts,
-                              label=" ∪ ".join(str(groups[k][0].access) for k in ks)))
-            notes.append(f"{arr}: overlapping accesses {', '.join(str(groups[k][0].access) for k in ks)}: "
+                              label=" ∪ ".join(access_text(groups[k][0].access) for k in ks)))
+            notes.append(f"{arr}: overlapping accesses {', '.join(access_text(groups[k][0].access) for k in ks)}: "
                          "bounded overlap, |∪| ≥ its largest part (section 5.5.3)")
     return terms
+
+
+@functools.lru_cache(maxsize=4096)
+def access_text(acc) -> str:
+    """``str(acc)`` (sympy printing), once per access: labels and notes of every subgraph use it."""
+    return str(acc)
+
+
+@functools.lru_cache(maxsize=8192)
+def _touched(c: Component, st: Statement, params: tuple) -> frozenset:
+    """The elements component ``c`` touches at the sample sizes (one sampling per component:
+    the subgraphs of a program share their statements)."""
+    return frozenset(elements(c, st, _iterations(st, params, 4000), dict(params)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _iterations(st: Statement, params: tuple, limit: int) -> tuple:
+    return tuple(sample_iterations(st, dict(params), limit))
 
 
 def _triangular(a: Component, b: Component, prog: Program) -> bool:
@@ -209,17 +227,25 @@ def _slice_elements(group, prog: Program, params: dict[str, int], limit: int):
     (the loops not indexing its output), or ``None`` when the sample was truncated."""
     out: set[tuple] = set()
     for c in group:
-        st = prog.statement(c.stmt)
-        wout = {str(v) for e in st.output.index for v in e.free_symbols}
-        slice_vars = [lp.symbol for lp in st.loops if lp.var not in wout]
-        iters = sample_iterations(st, params, limit)
-        if len(iters) >= limit:
+        part = _sliced(c, prog.statement(c.stmt), tuple(params.items()), limit)
+        if part is None:
             return None
-        f = sp.lambdify([lp.symbol for lp in st.loops] + [sym(p) for p in params],
-                        [sp.Integer(0)] + list(c.access.index) + slice_vars, "math")
-        pv = [params[p] for p in params]
-        out |= {(c.stmt,) + tuple(int(x) for x in f(*it, *pv)[1:]) for it in iters}
+        out |= part
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _sliced(c: Component, st: Statement, params: tuple, limit: int):
+    """One component's part of :func:`_slice_elements` (``None`` when the sample was truncated)."""
+    wout = {str(v) for e in st.output.index for v in e.free_symbols}
+    slice_vars = [lp.symbol for lp in st.loops if lp.var not in wout]
+    iters = _iterations(st, params, limit)
+    if len(iters) >= limit:
+        return None
+    f = sp.lambdify([lp.symbol for lp in st.loops] + [sym(p) for p, _ in params],
+                    [sp.Integer(0)] + list(c.access.index) + slice_vars, "math")
+    pv = [v for _, v in params]
+    return frozenset((c.stmt,) + tuple(int(x) for x in f(*it, *pv)[1:]) for it in iters)
 
 
 def _lower_order(ga, gb, prog: Program, sample_size: int, limit: int = 4000):
