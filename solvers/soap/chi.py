@@ -22,6 +22,7 @@ X0 = argmin χ(X)/(X − S); ρ = χ(X0)/(X0 − S).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field, replace
@@ -70,9 +71,7 @@ class Intensity:
 
     def rho_at(self, s: float) -> float:
         """The computational intensity ρ at fast-memory size ``s`` (∞ when no reuse bounds it)."""
-        if self.rho == sp.oo:
-            return math.inf
-        return float(self.rho.subs(S, s))
+        return _value_at(self.rho, s)
 
     def rho_numeric(self, s: float) -> float:
         """min over X > S of χ(X)/(X − S) at memory ``s``, searched numerically.
@@ -105,6 +104,14 @@ class Intensity:
             else:
                 lo = m1
         return min(best, vals[k], g((lo + hi) / 2))
+
+
+@functools.lru_cache(maxsize=8192)
+def _value_at(rho: sp.Expr, s: float) -> float:
+    """``ρ(S = s)``, once per expression (subgraphs equal up to renaming share theirs)."""
+    if rho == sp.oo:
+        return math.inf
+    return float(rho.subs(S, s))
 
 
 # -- KKT ------------------------------------------------------------------------

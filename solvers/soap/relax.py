@@ -15,6 +15,7 @@ one variable per side, no unions.
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -128,12 +129,18 @@ def relaxation(problem: SubProblem):
         if lp is None:
             return None
         W, x, w, _, keys, _, _ = lp
-        C = sp.Integer(1)
-        for wj, k in zip(w, keys):
-            if wj > 0:
-                C *= (sp.Rational(wj) / (sp.Rational(W) * sp.Rational(monos[k]))) ** sp.Rational(wj)
-        out.append((sp.nsimplify(C), W, dict(zip(classes, x))))
+        C = _am_gm_constant(tuple((wj, monos[k]) for wj, k in zip(w, keys) if wj > 0), W)
+        out.append((C, W, dict(zip(classes, x))))
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _am_gm_constant(weights: tuple, W: Fraction) -> sp.Expr:
+    """``∏_j (w_j/(W c_j))^{w_j}`` over ``(w_j, c_j)`` pairs with ``w_j > 0`` (simplified once)."""
+    C = sp.Integer(1)
+    for wj, cj in weights:
+        C *= (sp.Rational(wj) / (sp.Rational(W) * sp.Rational(cj))) ** sp.Rational(wj)
+    return sp.nsimplify(C)
 
 
 def joint_relaxation(problem: SubProblem, relax):
@@ -224,10 +231,27 @@ def _lp_bounded(problem: SubProblem, monos: dict, work_cls) -> bool:
     if key not in _BOUNDED_CACHE:
         if len(_BOUNDED_CACHE) > 4096:
             _BOUNDED_CACHE.clear()
-        rows = _lp_rows(problem, monos, work_cls)
-        _BOUNDED_CACHE[key] = rows is not None and max_le_one(
-            rows[3], rows[1] + rows[2], [Fraction(1)] * len(rows[1]) + [Fraction(0)] * len(rows[2])) is not None
+        _BOUNDED_CACHE[key] = _bounded(_lp_rows(problem, monos, work_cls))
     return _BOUNDED_CACHE[key]
+
+
+def _bounded(rows) -> bool:
+    """Whether ``max a·x, A x ≤ 1, G x ≤ 0, x ≥ 0`` is bounded (the origin is feasible).
+
+    It is unbounded exactly when a ray ``x ≥ 0`` with ``A x ≤ 0, G x ≤ 0`` has ``a·x > 0``.
+    The access exponents ``A`` are ≥ 0, so a ray lives on the variables in no access: none
+    of them in the work — bounded; one with no positive order-row entry — the ray ``e_v``;
+    otherwise the simplex decides."""
+    if rows is None:
+        return False
+    _, A, G, a = rows
+    if all(x >= 0 for r in A for x in r):
+        free = [v for v in range(len(a)) if a[v] > 0 and all(r[v] == 0 for r in A)]
+        if not free:
+            return True
+        if any(all(g[v] <= 0 for g in G) for v in free):
+            return False
+    return max_le_one(a, A + G, [Fraction(1)] * len(A) + [Fraction(0)] * len(G)) is not None
 
 
 _BOUNDED_CACHE: dict = {}
