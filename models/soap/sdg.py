@@ -85,23 +85,37 @@ class Sdg:
         """The vertices that are computed (not inputs)."""
         return tuple(v for v in self.vertices if v not in self.inputs)
 
-    def connected_subsets(self, max_size: int = 4):
+    def connected_subsets(self, max_size: int = 4, through=frozenset()):
         """Sets of computed arrays connected by dataflow or shared inputs (the subgraphs ``H``).
 
         Fusing arrays that share no data cannot raise the intensity (the
         fast memory is split between them), so other subsets are skipped.
+        Arrays in ``through`` are left out of the sets, and two arrays
+        connected by a path through them count as adjacent (so every set
+        connected in the full graph, minus its ``through`` arrays, is listed).
         """
-        comp = self.computed
-        adj = {v: set() for v in comp}
+        full = self.computed
+        adj = {v: set() for v in full}
         for a, b in self.edges:
             if a in adj and b in adj and a != b:
                 adj[a].add(b)
                 adj[b].add(a)
-        reads = {v: {a for a, b in self.edges if b == v} for v in comp}
-        for a, b in itertools.combinations(comp, 2):
+        reads = {v: {a for a, b in self.edges if b == v} for v in full}
+        for a, b in itertools.combinations(full, 2):
             if reads[a] & reads[b]:  # shared inputs: fusing can reuse them (bicg)
                 adj[a].add(b)
                 adj[b].add(a)
+        comp = tuple(v for v in full if v not in through)
+        if through:
+            contracted = {}
+            for a in comp:
+                seen, todo, out = {a}, [a], set()
+                while todo:
+                    for y in adj[todo.pop()] - seen:
+                        seen.add(y)
+                        (todo.append if y in through else out.add)(y)
+                contracted[a] = out - {a}
+            adj = contracted
         seen: set[frozenset] = set()
         out = []
         for r in range(1, min(max_size, len(comp)) + 1):

@@ -196,16 +196,15 @@ def analyze(program: Program, *, max_subgraph: int = 4) -> ProgramBound:
     problems: list[SubProblem] = [subgraph_problem(sdg, H) for H in subsets]
     excluded = _unbounded(problems)
     if excluded:
+        problems, excluded, free = _without_excluded(sdg, problems, excluded, max_subgraph)
         notes.append(f"statement(s) {', '.join(excluded)}: no access bounds their work (χ = ∞); their "
                      "vertices are left out and the other statements are bounded without them")
+        if free:
+            notes.append(f"arrays written only by those statements ({', '.join(free)}) are joined to every "
+                         "subgraph whose statements read them (their reads are then free, which can only "
+                         "raise ρ: this covers every subgraph with any of them, of any size)")
     memo = IntensityMemo(intensity)       # subgraphs equal up to renaming: one derivation each
-    results: list[Intensity] = []
-    for prob in problems:                 # a subgraph with an excluded statement: derived without it
-        if set(prob.statements) & set(excluded):
-            if set(prob.statements) <= set(excluded):
-                continue
-            prob = subgraph_problem(sdg, prob.arrays, exclude=frozenset(excluded))
-        results.append(memo(prob))
+    results: list[Intensity] = [memo(prob) for prob in problems]
     for st in program.statements:
         notes.extend(check_ranges(st))
     counts = {st.name: iterations(st) for st in program.statements}
@@ -272,6 +271,38 @@ def _larger(a: sp.Expr, b: sp.Expr, params, *, leading: bool = False) -> sp.Expr
     if ge_b:
         return b
     return sp.Max(a, b)
+
+
+def _without_excluded(sdg, problems, excluded, max_subgraph):
+    """The subgraph statements with the ``excluded`` statements left out: ``(problems, excluded,
+    free arrays)``.
+
+    An array written only by excluded statements (a *free* array: filter states reset to 0.0,
+    copies ``ym2 = ym1``) has no vertices left; in a subgraph it only makes the reads of it free
+    (Definition 5.6), which removes access terms and so can only raise χ and ρ.  So instead of
+    every subset of free arrays next to the others (deriche: 1,358 subgraphs), each subgraph of
+    the other arrays (connected through free ones) is taken with *all* the free arrays its
+    statements read: its ρ bounds that of every such subset, of any size — also past
+    ``max_subgraph``, which now counts the other arrays only.  Statements that this leaves with
+    unbounded work are excluded too (repeated until none is new).  Without free arrays, the
+    subgraphs are the given ones, derived without the excluded statements."""
+    excluded = list(excluded)
+    while True:
+        gone = set(excluded)
+        free = tuple(a for a in sdg.computed if all(st.name in gone for st in sdg.program.writers(a)))
+        if not free:
+            out = [p if not set(p.statements) & gone else subgraph_problem(sdg, p.arrays, exclude=frozenset(gone))
+                   for p in problems if not set(p.statements) <= gone]
+            return out, tuple(excluded), free
+        out = []
+        for H in sdg.connected_subsets(max_size=max_subgraph, through=frozenset(free)):
+            read = {a.array for st in sdg.program.statements
+                    if st.output.array in H and st.name not in gone for a in st.inputs}
+            out.append(subgraph_problem(sdg, tuple(H) + tuple(a for a in free if a in read), exclude=frozenset(gone)))
+        new = [n for n in _unbounded(out) if n not in gone]
+        if not new:
+            return out, tuple(excluded), free
+        excluded += new
 
 
 def _unbounded(problems: list[SubProblem]) -> tuple[str, ...]:

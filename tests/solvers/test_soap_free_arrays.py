@@ -1,0 +1,49 @@
+"""Arrays written only by excluded statements (no vertices left) join every subgraph that reads
+them (solvers/soap/bound.py, _without_excluded): ρ can only rise, so the bound stays valid."""
+
+from __future__ import annotations
+
+from meshplan.models.soap import build_sdg, parse_source, subgraph_problem
+from meshplan.models.soap.scalars import split_scalars
+from meshplan.solvers.soap.bound import analyze
+from meshplan.solvers.soap.chi import SAMPLE_S, intensity
+
+#: a recursive filter in deriche's shape: states reset to 0.0 per row and copied along it
+FILTER = """
+def filt(W, H, a, b):
+    for i in range(W):
+        ym1 = 0.0
+        xm1 = 0.0
+        for j in range(H):
+            y[i, j] = a * x[i, j] + a * xm1 + b * ym1
+            xm1 = x[i, j]
+            ym1 = y[i, j]
+    for i in range(W):
+        for j in range(H):
+            out[i, j] = y[i, j] * x[i, j]
+"""
+
+
+def test_free_arrays_join_their_readers_and_dominate_every_subset_with_them():
+    (prog,) = parse_source(FILTER)
+    res = analyze(prog)
+    assert any("joined to every subgraph" in n for n in res.notes)
+    counted = {s for a in res.arrays for s in a.statements}
+    excluded = frozenset(st.name for st in prog.statements) - counted
+    split, _ = split_scalars(prog)
+    sdg = build_sdg(split)
+    free = {a for a in sdg.computed if all(st.name in excluded for st in split.writers(a))}
+    assert free                                            # the 0.0 resets
+    # every connected subgraph with any subset of the free arrays (the enumeration without the
+    # joining), derived without the excluded statements: its ρ is below the reported max
+    for H in sdg.connected_subsets(max_size=4):
+        p = subgraph_problem(sdg, H, exclude=excluded)
+        if not set(p.statements) or set(p.statements) <= excluded:
+            continue
+        it = intensity(p)
+        for a in res.arrays:
+            if a.array in H:
+                best = [r for r in res.subgraphs if a.array in r.problem.arrays]
+                for s in SAMPLE_S:
+                    assert it.rho_at(s) <= max(r.rho_at(s) for r in best) * (1 + 1e-9), (H, a.array, s)
+    assert res.bound != 0
