@@ -314,12 +314,20 @@ def _unbounded(problems: list[SubProblem]) -> tuple[str, ...]:
     from meshplan.solvers.soap.pyramid import pyramid_shape
     from meshplan.solvers.soap.relax import unbounded_statements
 
+    from meshplan.solvers.soap.memo import canonical_key
+
     out: list[str] = []
+    seen: dict[tuple, list[int]] = {}     # problems equal up to renaming: their work indices
     for p in problems:
-        if pyramid_shape(p) is not None:
-            continue
-        for c in (split_cases(p) if has_max(p) else (p,)):
-            out += [n for n in unbounded_statements(c) if n not in out]
+        key = canonical_key(p)
+        if key not in seen:
+            names: list[str] = []
+            if pyramid_shape(p) is None:
+                for c in (split_cases(p) if has_max(p) else (p,)):
+                    names += [n for n in unbounded_statements(c) if n not in names]
+            index = {name: k for k, (name, _) in enumerate(p.work)}
+            seen[key] = [index[n] for n in names]
+        out += [n for n in (p.work[k][0] for k in seen[key]) if n not in out]
     return tuple(out)
 
 

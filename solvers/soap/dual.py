@@ -42,9 +42,9 @@ def feasible(w, mu, A, G, c, W) -> bool:
     """Exact check (Fractions) of ``Σ w = W``, ``w, μ ≥ 0`` and ``Aᵀw + Gᵀμ ≥ c``."""
     if any(x < 0 for x in w) or any(x < 0 for x in mu) or sum(w, Fraction(0)) != W:
         return False
+    terms = [(wj, row) for wj, row in zip(w, A) if wj] + [(mk, row) for mk, row in zip(mu, G) if mk]
     for v in range(len(c)):
-        lhs = sum((w[j] * A[j][v] for j in range(len(w))), Fraction(0))
-        lhs += sum((mu[k] * G[k][v] for k in range(len(mu))), Fraction(0))
+        lhs = sum((x * row[v] for x, row in terms if row[v]), Fraction(0))
         if lhs < c[v]:
             return False
     return True
