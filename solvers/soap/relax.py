@@ -246,10 +246,19 @@ def _bounded(rows) -> bool:
         return False
     _, A, G, a = rows
     if all(x >= 0 for r in A for x in r):
-        free = [v for v in range(len(a)) if a[v] > 0 and all(r[v] == 0 for r in A)]
-        if not free:
+        F = {v for v in range(len(a)) if all(r[v] == 0 for r in A)}   # a ray lives on these
+        changed = True
+        while changed:          # x_u = 0 when a row g·x ≤ 0 has g_u > 0 and no negative entry on F
+            changed = False
+            for g in G:
+                if all(g[v] >= 0 for v in F):
+                    hit = {v for v in F if g[v] > 0}
+                    if hit:
+                        F -= hit
+                        changed = True
+        if not any(a[v] > 0 for v in F):
             return True
-        if any(all(g[v] <= 0 for g in G) for v in free):
+        if all(sum(g[v] for v in F) <= 0 for g in G):   # the ray 1_F satisfies every order row
             return False
     return max_le_one(a, A + G, [Fraction(1)] * len(A) + [Fraction(0)] * len(G)) is not None
 

@@ -121,3 +121,19 @@ def test_skipping_the_face_search_at_a_nondegenerate_vertex_changes_no_certifica
     assert best_dual(A, G, c, cj, val, y[:len(A)], y[len(A):], x) == full
     if nondegenerate(A, G, x):
         assert full == (y[:len(A)], y[len(A):])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 5).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(0, 2), min_size=n, max_size=n),
+    st.lists(st.lists(st.integers(0, 1), min_size=n, max_size=n), min_size=1, max_size=4),
+    st.lists(st.lists(st.integers(-1, 1), min_size=n, max_size=n), max_size=3))))
+def test_boundedness_shortcuts_agree_with_the_simplex(lp):
+    """relax._bounded decides most exponent LPs from their rays; it must agree with the simplex."""
+    from meshplan.solvers.soap.relax import _bounded
+
+    a = [F(v) for v in lp[0]]
+    A = [[F(v) for v in r] for r in lp[1]]
+    G = [[F(v) for v in r] for r in lp[2]]
+    ref = max_le_one(a, A + G, [F(1)] * len(A) + [F(0)] * len(G)) is not None
+    assert _bounded((None, A, G, a)) == ref
