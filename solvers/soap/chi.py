@@ -277,7 +277,7 @@ def intensity(problem: SubProblem) -> Intensity:
             f"χ(X) = X^({d + 1}/{d})/({tau}·{d + 1}) + {len(problem.work)}·X (rectangles are smaller)",))
     if not has_max(problem):
         return _intensity_case(problem)
-    results = [_intensity_case(c) for c in split_cases(problem)]
+    results = [_intensity_case(c, tiles=False) for c in split_cases(problem)]
     return _combine(problem, results)
 
 
@@ -292,7 +292,10 @@ def _combine(problem: SubProblem, results: list[Intensity]) -> Intensity:
     if unbounded:
         r = unbounded[0]
         return replace(r, problem=problem, cases=tuple(results))
-    top = max(results, key=lambda r: (r.exponent, float(r.chi.subs(X, 1e12))))
+    k = max(range(len(results)), key=lambda i: (results[i].exponent, float(results[i].chi.subs(X, 1e12))))
+    if results[k].method == "relaxation":   # only the leading case's tiles are reported: derive them now
+        results = results[:k] + [_intensity_case(results[k].problem)] + results[k + 1:]
+    top = results[k]
     X0 = top.X0
     vals = []
     for r in results:
@@ -317,8 +320,10 @@ def _combine(problem: SubProblem, results: list[Intensity]) -> Intensity:
                      notes, tuple(results))
 
 
-def _intensity_case(problem: SubProblem) -> Intensity:
-    """ρ(S) of one case (every access term a product): closed form, KKT, relaxation."""
+def _intensity_case(problem: SubProblem, *, tiles: bool = True) -> Intensity:
+    """ρ(S) of one case (every access term a product): closed form, KKT, relaxation.  Without
+    ``tiles`` the relaxation's tiles (AM–GM equality point) are not derived: a max case that
+    does not lead reports none."""
     relax = relaxation(problem)
     if relax is None:
         return Intensity(problem, "unbounded", None, sp.oo, sp.oo,
@@ -364,8 +369,8 @@ def _intensity_case(problem: SubProblem) -> Intensity:
             chi_relax, X0, rho = zr * X, sp.oo, zr
             notes.append("χ(X) ≤ z·X by dominating each statement's work with one access term")
     notes.append("KKT not solved symbolically: certified AM-GM relaxation (valid, possibly weaker)")
-    tiles_x, tiles = {}, {}
-    if X0 != sp.oo:
+    want_tiles, tiles_x, tiles = tiles, {}, {}
+    if X0 != sp.oo and want_tiles:
         top = max(range(len(relax)), key=lambda k: relax[k][1])
         tiles_x = equality_tiles(problem, top) or {}
         tiles = {c: sp.simplify(e.subs(X, X0)) for c, e in tiles_x.items()}
