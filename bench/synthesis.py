@@ -70,7 +70,7 @@ def time_config(system: System, axes, reduce, dialect: str) -> dict:
 #: (system, axes, reduce) of the scale rows; the first two are the --quick ones
 SCALE = [("node=8,socket=2,gpu=8", "8,2,8", "0,2"), ("node=128,gpu=8", "8,8,16", "0"),
          ("node=512,gpu=8", "64,8,8", "0"), ("node=1024,gpu=8", "64,8,16", "0"),
-         ("node=1024,gpu=8", "512,16", "1")]
+         ("node=1024,gpu=8", "512,16", "1"), ("node=1024,gpu=8", "512,16", "0")]
 
 _SCALE_CODE = """
 import json, resource, sys, time

@@ -18,6 +18,7 @@ random programs.
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from typing import Sequence
 
@@ -34,7 +35,7 @@ class BitContexts:
     def __init__(self, g: int, k: int) -> None:
         self.g, self.k = g, k
         self.words = max(1, -(-g // 64))
-        self._ids: dict[bytes, int] = {}
+        self._ids: dict[bytes, list[int]] = {}  # digest of a context's bytes -> the contexts with it
         self.states: list[np.ndarray] = []
         self._moves: dict[tuple, int | None] = {}
         self._buckets: dict[int, tuple[object, list[np.ndarray]]] = {}
@@ -43,14 +44,19 @@ class BitContexts:
         self._goal_refs: dict[int, object] = {}
 
     def intern(self, x: np.ndarray) -> int:
-        """The number of context ``x`` (contexts are numbered in order of first sight)."""
-        key = x.tobytes()
-        i = self._ids.get(key)
-        if i is None:
-            x.setflags(write=False)
-            i = self._ids[key] = len(self.states)
-            self.states.append(x)
-        return i
+        """The number of context ``x`` (contexts are numbered in order of first sight).
+
+        Contexts are keyed by a digest of their bytes, not the bytes themselves (a context of 512 devices
+        with 512 chunks is 16 MiB), and a hit is confirmed by comparing the arrays."""
+        x = np.ascontiguousarray(x)
+        same = self._ids.setdefault(hashlib.blake2b(x.data, digest_size=16).digest(), [])
+        for i in same:
+            if np.array_equal(self.states[i], x):
+                return i
+        x.setflags(write=False)
+        same.append(len(self.states))
+        self.states.append(x)
+        return len(self.states) - 1
 
     def encode(self, masks: Sequence[Sequence[int]]) -> int:
         """Intern a context given as row masks (``masks[d][r]``: bit ``c`` = contributor ``c``)."""
