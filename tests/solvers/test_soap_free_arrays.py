@@ -47,3 +47,24 @@ def test_free_arrays_join_their_readers_and_dominate_every_subset_with_them():
                 for s in SAMPLE_S:
                     assert it.rho_at(s) <= max(r.rho_at(s) for r in best) * (1 + 1e-9), (H, a.array, s)
     assert res.bound != 0
+
+
+def test_every_subgraph_is_evaluated_and_the_old_cap_of_4_was_too_high_on_durbin():
+    """Theorem 5.1 takes the max over all subgraphs: durbin has 5 computed arrays, and its one
+    5-array fusion has the largest ρ, so the bound capped at 4 arrays is above the certified one."""
+    from pathlib import Path
+
+    import sympy as sp
+
+    from meshplan.models.soap import parse_file
+    from meshplan.models.loops.program import sym
+    from meshplan.solvers.soap.chi import S
+
+    (prog,) = parse_file(str(Path(__file__).resolve().parents[2] / "examples" / "loops" / "durbin.py"))
+    full, capped = analyze(prog), analyze(prog, max_subgraph=4)
+    assert not any("not certified" in n for n in full.notes)
+    assert any("not certified" in n for n in capped.notes)
+    assert max(len(it.problem.arrays) for it in full.subgraphs) == 5
+    vals = [float(sp.N(e.subs({sym("N"): 4096, S: 1024}))) for e in (full.bound, capped.bound)]
+    assert vals[0] < vals[1]                                   # the cap gave a bound too high
+    assert sp.simplify(full.leading - sym("N") ** 2 / (2 * S)) == 0
