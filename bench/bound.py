@@ -1,4 +1,5 @@
-"""Benchmark of `meshplan bound`: derive the SOAP bound of every example in examples/loops/.
+"""Benchmark of `meshplan bound`: derive the SOAP bound of every example in examples/loops/
+(and examples/loops/slow/, the kernels kept out of the example tests while they take > 2 s).
 
     python bench/bound.py [--quick] [--markdown] [--no-schedule] [--only gemm,lu]
 
@@ -113,7 +114,8 @@ def main(argv=None) -> int:
     from meshplan.solvers.soap.tiles import integer_tiles
 
     rows = []
-    for path in sorted((ROOT / "examples" / "loops").glob("*.py")):
+    loops = ROOT / "examples" / "loops"
+    for path in sorted([*loops.glob("*.py"), *loops.glob("slow/*.py")], key=lambda p: p.stem):
         for prog in parse_file(str(path)):
             if only and prog.name not in only and path.stem not in only:
                 continue
