@@ -53,21 +53,20 @@ def _check_param(arr, shape, name: str, dtype) -> np.ndarray:
     return a
 
 
-def _close_plans(plans: dict) -> None:
-    """Close every primitive of a layer's per-shape plans (a primitive, or a tuple holding some)."""
-    for plan in plans.values():
-        for p in plan if isinstance(plan, tuple) else (plan,):
-            if isinstance(p, _Closing):
-                p.close()
-    plans.clear()
-
-
-class _Windowed(_Closing):
-    n_spatial = 0
+class _Layer(_Closing):
+    """A layer holding per-shape plans in ``self._plans`` (a primitive, or a tuple holding some)."""
 
     def close(self) -> None:
         """Free the datatypes of the primitives built so far (the layer builds new ones if used again)."""
-        _close_plans(self._plans)
+        for plan in self._plans.values():
+            for p in plan if isinstance(plan, tuple) else (plan,):
+                if isinstance(p, _Closing):
+                    p.close()
+        self._plans.clear()
+
+
+class _Windowed(_Layer):
+    n_spatial = 0
 
     def _init_window(self, P: Partition, kernel_size, stride, padding, dilation) -> None:
         if not isinstance(P, Partition):
@@ -223,12 +222,8 @@ MaxPool1d, MaxPool2d, MaxPool3d = (_pool(f"MaxPool{n}d", n, "max") for n in (1, 
 AvgPool1d, AvgPool2d, AvgPool3d = (_pool(f"AvgPool{n}d", n, "avg") for n in (1, 2, 3))
 
 
-class Linear(_Closing):
+class Linear(_Layer):
     """``y = x Wᵀ + b`` with ``x`` on ``P_x`` (1×P_fi), ``W`` worked on ``P_w`` (P_fo×P_fi), ``y`` on ``P_y`` (1×P_fo)."""
-
-    def close(self) -> None:
-        """Free the datatypes of the primitives built so far (the layer builds new ones if used again)."""
-        _close_plans(self._plans)
 
     def __init__(self, P_x: Partition, P_y: Partition, P_w: Partition, in_features: int, out_features: int,
                  bias: bool = True, *, dtype=np.float64, seed: int = 0) -> None:
