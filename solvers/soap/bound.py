@@ -147,10 +147,11 @@ class ProgramBound:
         return arg
 
     def intensity_of(self, H: tuple[str, ...]) -> Intensity:
-        """The intensity of subgraph ``H``; raises :class:`ModelError` when it was not analysed."""
+        """The intensity of subgraph ``H`` (derived now if it was screened); raises :class:`ModelError` when it
+        was not analysed."""
         for it in self.subgraphs:
             if it.problem.arrays == tuple(H):
-                return it
+                return intensity(it.problem) if it.method == "screened" else it
         raise ModelError(f"no subgraph {H}")
 
     def evaluate_numeric(self, values: dict[str, float]) -> float:
@@ -188,12 +189,14 @@ ALL_SUBGRAPHS_UP_TO = 12
 CAPPED_SUBGRAPH = 4
 
 
-def analyze(program: Program, *, max_subgraph: int | None = None) -> ProgramBound:
+def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool = True) -> ProgramBound:
     """Derive the symbolic I/O lower bound of ``program`` (deterministic: no time limit inside).
 
     ``max_subgraph`` caps the number of arrays of an evaluated subgraph (default: none while at
     most :data:`ALL_SUBGRAPHS_UP_TO` arrays with vertices remain — every subgraph, as Theorem
-    5.1 requires)."""
+    5.1 requires).  With ``screen`` (the default) a subgraph whose cheap upper bound on ρ
+    (:mod:`meshplan.solvers.soap.screen`) cannot lead any of its arrays is not derived and
+    reports that bound; ``screen=False`` derives every subgraph."""
     t0 = time.perf_counter()
     program, split_notes = split_scalars(program)
     findings = tuple(check_conditions(program))
@@ -214,8 +217,8 @@ def analyze(program: Program, *, max_subgraph: int | None = None) -> ProgramBoun
             notes.append(f"arrays written only by those statements ({', '.join(free)}) are joined to every "
                          "subgraph whose statements read them (their reads are then free, which can only "
                          "raise ρ: this covers every subgraph with any of them, of any size)")
-    memo = IntensityMemo(intensity)       # subgraphs equal up to renaming: one derivation each
-    results: list[Intensity] = [memo(prob) for prob in problems]
+    counted = {A for A in sdg.computed if A not in free}
+    results = _derive(problems, counted) if screen else [IntensityMemo(intensity)(p) for p in problems]
     for st in program.statements:
         notes.extend(check_ranges(st))
     counts = {st.name: iterations(st) for st in program.statements}
@@ -223,7 +226,7 @@ def analyze(program: Program, *, max_subgraph: int | None = None) -> ProgramBoun
     for A in sdg.computed:
         writers = tuple(st.name for st in program.writers(A) if st.name not in excluded)
         verts = sp.expand(sp.Add(*[counts[w] for w in writers]))
-        cands = [r for r in results if A in r.problem.arrays]
+        cands = [r for r in results if A in r.problem.arrays and r.method != "screened"]   # the rest are below
         if not writers or not cands:
             continue
         rho, best = _max_rho(cands)
@@ -240,6 +243,64 @@ def analyze(program: Program, *, max_subgraph: int | None = None) -> ProgramBoun
                          f"{', '.join(counted)} read or written once)")
     return ProgramBound(program, findings, tuple(results), tuple(arrays), bound, lead, bound / P,
                         time.perf_counter() - t0, tuple(notes), triv)
+
+
+def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
+    """The intensity of every subgraph in ``problems``: derived (:func:`intensity`, once per problem up
+    to renaming) for those that may lead an array of ``counted``, the screening bound for the rest.
+
+    Per array, the undecided subgraph with the largest screening bound (at the middle sampled S) is
+    derived next, until every other subgraph holding the array has a screening bound at most the
+    elementwise maximum of the derived ρ at every sampled S (:data:`SAMPLE_S`).  A subgraph that
+    cannot be screened is always derived.  The derived ρ are the ones ``screen=False`` gives, and a
+    screened subgraph's ρ is bounded by them, so the per-array maxima — and the bound — are the
+    same as deriving everything (up to ``Max`` arguments dominated at every sample)."""
+    from meshplan.solvers.soap.memo import canonical_key
+    from meshplan.solvers.soap.screen import screen
+
+    memo = IntensityMemo(intensity)
+    keys = [canonical_key(p) for p in problems]
+    first: dict[tuple, int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    quick = {k: screen(problems[i]) for k, i in first.items()}
+    derived: dict[tuple, list[float]] = {}
+    holders = {A: [i for i, p in enumerate(problems) if A in p.arrays] for A in counted}
+    mid = len(SAMPLE_S) // 2
+
+    def derive(i: int) -> None:
+        it = memo(problems[i])
+        derived[keys[i]] = [it.rho_at(s) for s in SAMPLE_S]
+
+    for k, q in quick.items():
+        if q is None:
+            derive(first[k])
+    def settled(i: int, A: str, best: list[float] | None, lead: int | None) -> bool:
+        # below the derived maximum everywhere, and unable to win a tie against it: strictly below it
+        # at some sample, or after the first derived subgraph attaining it (the per-array maximum
+        # takes the first subgraph, in order, that dominates the others)
+        if keys[i] in derived:
+            return True
+        if best is None:
+            return False
+        q = quick[keys[i]].values
+        if not all(a <= b * (1 + 1e-12) for a, b in zip(q, best)):
+            return False
+        return any(a < b * (1 - 1e-12) for a, b in zip(q, best)) or (lead is not None and lead < i)
+
+    while True:
+        progressed = False
+        for A in sorted(counted):
+            rows = [(i, derived[keys[i]]) for i in holders[A] if keys[i] in derived]
+            best = [max(col) for col in zip(*[r for _, r in rows])] if rows else None
+            lead = next((i for i, r in rows if all(a >= b * (1 - 1e-12) for a, b in zip(r, best))), None)
+            open_ = [i for i in holders[A] if not settled(i, A, best, lead)]
+            if open_:
+                derive(max(open_, key=lambda i: (quick[keys[i]].values[mid], -i)))
+                progressed = True
+        if not progressed:
+            break
+    return [memo(p) if keys[i] in derived else quick[keys[i]].intensity(p) for i, p in enumerate(problems)]
 
 
 def _leading_params(expr: sp.Expr, params) -> sp.Expr:

@@ -1,0 +1,124 @@
+"""A cheap upper bound on a subgraph's intensity, to skip subgraphs that cannot lead (Theorem 5.1).
+
+Theorem 5.1 bounds ``Q ≥ Σ_A |A| / max_{H ∋ A} ρ_H`` over *every* subgraph ``H``; any valid upper
+bound on ``ρ_H`` may stand in for it (a larger ρ only weakens the bound).  The full derivation of
+:func:`meshplan.solvers.soap.chi.intensity` (the face search for the best AM–GM dual, the joint
+Loomis–Whitney constant, linear domination, KKT, tiles) costs tens of milliseconds per subgraph,
+and a program with seven computed arrays has over a hundred subgraphs, most of which lead no
+array.  :func:`screen` bounds ``ρ_H`` from the exponent LPs' first simplex duals alone:
+
+* per max case (section 5.5.3) and statement ``s``, weighted AM–GM with the simplex's dual
+  ``w`` gives ``χ_s(X) ≤ C_s X^{W_s}``, ``C_s = ∏_j (w_j/(W_s c_j))^{w_j}`` — the derivation's
+  :func:`~meshplan.solvers.soap.relax.relaxation` picks the dual of smallest ``C`` on the same
+  optimal face, so its constant is ≤ ``C_s``;
+* the fused statements share one budget, and their joint constant (and linear domination) is at
+  most ``Σ_s C_s`` — so ``χ_case(X) ≤ Σ_s C_s X^{W_s}``;
+* the derivation evaluates every case at ``X0 = W·S/(W−1)`` of the leading exponent ``W`` (or
+  takes ``X → ∞`` when ``W ≤ 1``); a closed form or KKT χ is exact, hence below the relaxation,
+  and its ``X0`` minimizes ``χ(X)/(X − S)``, so its ρ is below the value at that same ``X0``.
+
+So ``ρ_H ≤ max_case Σ_s C_s X0^{W_s} / (X0 − S)``.  Problems this argument does not cover are not
+screened (``None``) and are always derived: pyramids (their own χ), unbounded LPs, and max cases
+that could take the KKT route (its ``X0`` is not ``W·S/(W−1)``, and the other cases are evaluated
+at it).  :func:`meshplan.solvers.soap.bound.analyze` derives, per array, the subgraphs in order of
+this bound until every other subgraph holding the array is at most the largest derived ρ at every
+sampled memory size (:data:`~meshplan.solvers.soap.chi.SAMPLE_S`, the comparison the per-array
+maximum already uses); the rest keep this bound as their reported ρ (method ``"screened"``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import sympy as sp
+
+from meshplan.models.soap.cases import has_max, split_cases
+from meshplan.models.soap.sdg import SubProblem
+from meshplan.solvers.soap.chi import SAMPLE_S, Intensity, dominating
+from meshplan.solvers.soap.lp import max_le_one
+from meshplan.solvers.soap.pyramid import pyramid_shape
+from meshplan.solvers.soap.relax import _lp_rows, _monomials
+from meshplan.solvers.soap.symbols import S, X
+
+__all__ = ["Screen", "screen"]
+
+
+@dataclass(frozen=True)
+class Screen:
+    """Per max case, per statement ``(C_s, W_s)`` with ``C_s`` as ``((w_j, c_j), …)`` pairs; ``exponent`` the
+    leading ``W``.  ``values`` is the bound on ρ at each of :data:`SAMPLE_S`."""
+
+    cases: tuple[tuple[tuple[tuple[tuple[Fraction, Fraction], ...], Fraction], ...], ...]
+    exponent: Fraction
+    values: tuple[float, ...]
+
+    def rho_at(self, s: float) -> float:
+        """The bound on ρ at fast memory ``s``."""
+        W = float(self.exponent)
+        best = 0.0
+        for case in self.cases:
+            if W <= 1:
+                val = sum(_constant(ws, Ws) for ws, Ws in case if Ws == 1)
+            else:
+                x0 = W * s / (W - 1)
+                val = sum(_constant(ws, Ws) * x0 ** float(Ws) for ws, Ws in case) / (x0 - s)
+            best = max(best, val)
+        return best
+
+    def intensity(self, problem: SubProblem) -> Intensity:
+        """The bound as the reported intensity of ``problem`` (method ``"screened"``): χ(X) the max over the
+        cases of ``Σ_s C_s X^{W_s}``, ``X0`` and ρ as above."""
+        W = sp.Rational(self.exponent)
+        chis = [sp.Add(*[_symbolic(ws, Ws) * X ** sp.Rational(Ws) for ws, Ws in case]) for case in self.cases]
+        if self.exponent <= 1:
+            X0 = sp.oo
+            rhos = [sp.Add(*[_symbolic(ws, Ws) for ws, Ws in case if Ws == 1]) for case in self.cases]
+        else:
+            X0 = W * S / (W - 1)
+            rhos = [sp.expand(c.subs(X, X0) / (X0 - S)) for c in chis]
+        uniq = list(dict.fromkeys(rhos))
+        dom = dominating([[float(r.subs(S, s)) for s in SAMPLE_S] for r in uniq])
+        rho = uniq[dom] if dom is not None else sp.Max(*uniq)
+        chi = chis[0] if len(set(chis)) == 1 else sp.Max(*dict.fromkeys(chis))
+        return Intensity(problem, "screened", chi, X0, rho, exponent=self.exponent, notes=(
+            "not derived: its AM-GM bound from the exponent LPs' first duals is at most the largest derived "
+            "ρ of a subgraph holding each of its arrays, at every sampled S, so it leads no array "
+            "(Theorem 5.1); ρ shown is that upper bound",))
+
+
+def _constant(ws, W) -> float:
+    return math.exp(sum(float(wj) * math.log(float(wj) / (float(W) * float(cj))) for wj, cj in ws))
+
+
+def _symbolic(ws, W) -> sp.Expr:
+    Wr = sp.Rational(W)
+    return sp.Mul(*[(sp.Rational(wj) / (Wr * sp.Rational(cj))) ** sp.Rational(wj) for wj, cj in ws])
+
+
+def screen(problem: SubProblem) -> Screen | None:
+    """The screening bound of ``problem`` (see the module doc), or ``None`` when it must be derived."""
+    if pyramid_shape(problem) is not None:
+        return None
+    cases = split_cases(problem) if has_max(problem) else [problem]
+    if len(cases) > 1 and any(len(c.work) == 1 and len(c.classes) <= 4 and not c.constraints for c in cases):
+        return None        # a case may take the KKT route, whose X0 the other cases are evaluated at
+    out = []
+    for case in cases:
+        monos = _monomials(case)
+        stmts = []
+        for _, cls in case.work:
+            rows = _lp_rows(case, monos, cls)
+            if rows is None:
+                return None
+            keys, A, G, a = rows
+            res = max_le_one(a, A + G, [Fraction(1)] * len(A) + [Fraction(0)] * len(G))
+            if res is None:
+                return None
+            W, _, y = res
+            stmts.append((tuple((wj, monos[k]) for wj, k in zip(y[:len(A)], keys) if wj > 0), W))
+        out.append(tuple(stmts))
+    W = max(Ws for case in out for _, Ws in case)
+    sc = Screen(tuple(out), W, ())
+    return Screen(sc.cases, W, tuple(sc.rho_at(s) for s in SAMPLE_S))

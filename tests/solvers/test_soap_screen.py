@@ -1,0 +1,94 @@
+"""Screening (solvers/soap/screen.py): a cheap upper bound on ρ that skips subgraphs which lead no array.
+
+Two claims are checked against the full derivation (``analyze(..., screen=False)``): the screening
+bound is ≥ the derived ρ of every subgraph at every sampled S (so a screened subgraph's reported ρ
+is a valid intensity bound), and the per-array maxima, the bound and its leading term are the same
+with and without screening — on the examples and on random programs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from meshplan.models.core.errors import ModelError
+from meshplan.models.soap import parse_file, parse_source
+from meshplan.solvers.soap.bound import analyze
+from meshplan.solvers.soap.chi import SAMPLE_S
+from meshplan.solvers.soap.screen import screen
+
+EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
+#: examples with several subgraphs, fast enough to derive in full
+MULTI = ["atax", "two_mm", "three_mm", "softmax", "gemver", "mlp", "jacobi_1d", "fdtd_2d", "gramschmidt", "symm"]
+#: the ones where screening matters most (every subgraph derived takes seconds)
+HEAVY = ["durbin", "correlation", "covariance", "adi", "mlp3", "slow/ludcmp", "slow/deriche"]
+
+
+def _program(name):
+    (p,) = parse_file(str(EX / f"{name}.py"))
+    return p
+
+
+def _summary(r):
+    return (str(r.bound), str(r.leading), [(a.array, str(a.rho), a.best) for a in r.arrays], r.notes)
+
+
+def _check(p):
+    full = analyze(p, screen=False)
+    quick = analyze(p)
+    assert _summary(quick) == _summary(full)
+    by_h = {it.problem.arrays: it for it in full.subgraphs}
+    assert [it.problem.arrays for it in quick.subgraphs] == list(by_h)
+    for it in quick.subgraphs:
+        ref = by_h[it.problem.arrays]
+        q = screen(ref.problem)
+        if q is not None:       # the screening bound is above the derived ρ at every sample
+            for s, v in zip(SAMPLE_S, q.values):
+                assert v >= ref.rho_at(s) * (1 - 1e-9), (it.problem.arrays, s, v, ref.rho_at(s))
+        if it.method == "screened":
+            assert [it.rho_at(s) for s in SAMPLE_S] == pytest.approx(list(q.values), rel=1e-9)
+        else:                   # a derived subgraph is exactly the full derivation's
+            assert (it.method, it.rho, it.chi) == (ref.method, ref.rho, ref.chi)
+    return quick
+
+
+@pytest.mark.parametrize("name", MULTI)
+def test_screening_keeps_the_bound_and_bounds_every_subgraph(name):
+    _check(_program(name))
+
+
+@pytest.mark.slow       # derives every subgraph of the large programs (about 10 s each)
+@pytest.mark.parametrize("name", HEAVY)
+def test_screening_keeps_the_bound_of_the_large_examples(name):
+    r = _check(_program(name))
+    assert sum(it.method == "screened" for it in r.subgraphs) >= len(r.subgraphs) // 2
+
+
+def test_ludcmp_derives_only_the_leading_candidates():
+    """ludcmp: 112 subgraphs, of which about a third may lead an array; the rest are screened."""
+    r = analyze(_program("slow/ludcmp"))
+    screened = [it for it in r.subgraphs if it.method == "screened"]
+    assert len(r.subgraphs) == 112 and 60 <= len(screened) < 112
+    assert all("not derived" in it.notes[-1] for it in screened)
+    assert not any(a.best == it.problem.arrays for a in r.arrays for it in screened)
+
+
+def test_a_screened_subgraph_is_derived_on_request():
+    r = analyze(_program("atax"))
+    it = next(it for it in r.subgraphs if it.method == "screened")
+    derived = r.intensity_of(it.problem.arrays)
+    assert derived.method != "screened" and derived.rho_at(2.0 ** 10) <= it.rho_at(2.0 ** 10) * (1 + 1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_random_programs_screened_and_derived_agree(soap_programs, data):
+    src = data.draw(soap_programs)
+    (p,) = parse_source(src)
+    try:
+        _check(p)
+    except ModelError:
+        pass
