@@ -300,7 +300,7 @@ def _combine(problem: SubProblem, results: list[Intensity]) -> Intensity:
     vals = []
     for r in results:
         if X0 == sp.oo:
-            vals.append(sp.limit(r.chi / (X - S), X, sp.oo))
+            vals.append(_rho_at_infinity(r.chi))
         else:
             vals.append(sp.simplify(r.chi.subs(X, X0) / (X0 - S)))
     uniq: list = []
@@ -345,7 +345,7 @@ def _intensity_case(problem: SubProblem, *, tiles: bool = True) -> Intensity:
             else:
                 X0 = sp.oo
         if X0 == sp.oo:
-            rho = sp.limit(chi / (X - S), X, sp.oo)
+            rho = _rho_at_infinity(chi)
             tiles = {}
         else:
             rho = sp.simplify(chi.subs(X, X0) / (X0 - S))
@@ -361,7 +361,7 @@ def _intensity_case(problem: SubProblem, *, tiles: bool = True) -> Intensity:
         rho = sp.simplify(chi_relax.subs(X, X0) / (X0 - S))
     else:
         X0 = sp.oo
-        rho = sp.limit(chi_relax / (X - S), X, sp.oo)
+        rho = _rho_at_infinity(chi_relax)
     z = linear_domination(problem) if len(problem.work) > 1 else None
     if z is not None:
         zr = sp.Rational(z)
@@ -378,6 +378,27 @@ def _intensity_case(problem: SubProblem, *, tiles: bool = True) -> Intensity:
             notes.append("tiles: AM-GM equality point of the relaxation for the leading statement "
                          "(asymptotically optimal, lower-order terms ignored)")
     return Intensity(problem, "relaxation", chi_relax, X0, rho, tiles, tiles_x, W, tuple(notes))
+
+
+def _rho_at_infinity(chi: sp.Expr) -> sp.Expr:
+    """``lim_{X→∞} χ(X)/(X − S)``: for ``χ = Σ C_w X^w`` (``C_w`` free of X) the sum of the ``C_w`` with
+    ``w = 1`` (∞ if some ``w > 1``) — what sympy's ``limit`` gives, without its series machinery;
+    other forms go to ``limit``."""
+    terms = []
+    for t in sp.Add.make_args(sp.expand(chi)):
+        c, x = t.as_independent(X, as_Add=False)
+        if x == 1:
+            w = sp.Integer(0)
+        elif x == X:
+            w = sp.Integer(1)
+        elif x.is_Pow and x.base == X and x.exp.is_Rational:
+            w = x.exp
+        else:
+            return sp.limit(chi / (X - S), X, sp.oo)
+        terms.append((c, w))
+    if any(w > 1 for _, w in terms):
+        return sp.limit(chi / (X - S), X, sp.oo)     # ±∞ by the sign of the leading coefficient
+    return sp.Add(*[c for c, w in terms if w == 1])
 
 
 def _argmin(chi: sp.Expr):

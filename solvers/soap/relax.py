@@ -81,7 +81,7 @@ def _posynomial(term: Term) -> list[tuple[Fraction, dict[str, Fraction]]]:
 
 def _exponent_lp(problem: SubProblem, monos: dict, work_cls):
     """The exponent LP of one work monomial: ``(W, x, w, μ, keys, A, G)`` or ``None`` if unbounded."""
-    key = (problem.classes, tuple(monos.items()), problem.constraints, tuple(work_cls))
+    key = _lp_key(problem, work_cls)
     if key not in _LP_CACHE:
         if len(_LP_CACHE) > 4096:
             _LP_CACHE.clear()
@@ -105,14 +105,32 @@ def _lp_rows(problem: SubProblem, monos: dict, work_cls):
     return keys, A, G, a
 
 
+def simplex(problem: SubProblem, work_cls):
+    """``(keys, A, G, a, (W, x, y))`` of one work monomial's exponent LP and its simplex optimum
+    (``None`` when there is no access or the LP is unbounded), cached by :func:`_lp_key`: the
+    relaxation, the boundedness test and screening share it."""
+    key = _lp_key(problem, work_cls)
+    if key not in _SIMPLEX:
+        if len(_SIMPLEX) > 8192:
+            _SIMPLEX.clear()
+        rows = _lp_rows(problem, _monomials(problem), work_cls)
+        res = None
+        if rows is not None:
+            keys, A, G, a = rows
+            opt = max_le_one(a, A + G, [Fraction(1)] * len(A) + [Fraction(0)] * len(G))
+            res = None if opt is None else (keys, A, G, a, opt)
+        _SIMPLEX[key] = res
+    return _SIMPLEX[key]
+
+
+_SIMPLEX: dict = {}
+
+
 def _solve_exponent_lp(problem: SubProblem, monos: dict, work_cls):
-    rows = _lp_rows(problem, monos, work_cls)
-    if rows is None:
+    lp = simplex(problem, work_cls)
+    if lp is None:
         return None
-    keys, A, G, a = rows
-    res = max_le_one(a, A + G, [Fraction(1)] * len(A) + [Fraction(0)] * len(G))
-    if res is None:
-        return None
+    keys, A, G, a, res = lp
     W, x, y = res
     w, mu = y[:len(A)], y[len(A):]
     w, mu = best_dual(A, G, a, [monos[k] for k in keys], W, w, mu, x)
@@ -225,23 +243,25 @@ def unbounded_statements(problem: SubProblem) -> tuple[str, ...]:
 
 def _lp_bounded(problem: SubProblem, monos: dict, work_cls) -> bool:
     """The exponent LP of one work monomial has a finite optimum (only the simplex, no dual face)."""
-    key = (problem.classes, tuple(monos.items()), problem.constraints, tuple(work_cls))
+    key = _lp_key(problem, work_cls)
     if key in _LP_CACHE:
         return _LP_CACHE[key] is not None
     if key not in _BOUNDED_CACHE:
         if len(_BOUNDED_CACHE) > 4096:
             _BOUNDED_CACHE.clear()
-        _BOUNDED_CACHE[key] = _bounded(_lp_rows(problem, monos, work_cls))
+        decided = _bounded(_lp_rows(problem, monos, work_cls))
+        _BOUNDED_CACHE[key] = simplex(problem, work_cls) is not None if decided is None else decided
     return _BOUNDED_CACHE[key]
 
 
-def _bounded(rows) -> bool:
-    """Whether ``max a·x, A x ≤ 1, G x ≤ 0, x ≥ 0`` is bounded (the origin is feasible).
+def _bounded(rows) -> bool | None:
+    """Whether ``max a·x, A x ≤ 1, G x ≤ 0, x ≥ 0`` is bounded (the origin is feasible); ``None``
+    when only the simplex decides.
 
     It is unbounded exactly when a ray ``x ≥ 0`` with ``A x ≤ 0, G x ≤ 0`` has ``a·x > 0``.
     The access exponents ``A`` are ≥ 0, so a ray lives on the variables in no access: none
     of them in the work — bounded; one with no positive order-row entry — the ray ``e_v``;
-    otherwise the simplex decides."""
+    otherwise the simplex decides (the caller runs it)."""
     if rows is None:
         return False
     _, A, G, a = rows
@@ -260,7 +280,7 @@ def _bounded(rows) -> bool:
             return True
         if all(sum(g[v] for v in F) <= 0 for g in G):   # the ray 1_F satisfies every order row
             return False
-    return max_le_one(a, A + G, [Fraction(1)] * len(A) + [Fraction(0)] * len(G)) is not None
+    return None
 
 
 _BOUNDED_CACHE: dict = {}
@@ -295,6 +315,11 @@ def _dominated(work: dict, access: dict, constraints) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=16384)
+def _dominated_key(work: tuple, access: tuple, constraints: tuple) -> bool:
+    return _dominated(dict(work), dict(access), constraints)
+
+
 def linear_domination(problem: SubProblem):
     """``z`` with χ(X) ≤ z·X, from spreading each work monomial over access monomials ≥ it.
 
@@ -312,7 +337,8 @@ def linear_domination(problem: SubProblem):
     works = [dict((v, Fraction(cls.count(v))) for v in set(cls)) for _, cls in problem.work]
     pairs = []                       # (s, j) with m_s ≤ n_j
     for si, w in enumerate(works):
-        cands = [j for j, k in enumerate(keys) if _dominated(w, dict(k), problem.constraints)]
+        wk = tuple(sorted(w.items()))
+        cands = [j for j, k in enumerate(keys) if _dominated_key(wk, k, problem.constraints)]
         if not cands:
             return None
         pairs += [(si, j) for j in cands]
@@ -331,12 +357,27 @@ def linear_domination(problem: SubProblem):
 
 
 def _monomials(problem: SubProblem) -> dict[tuple, Fraction]:
+    """The access monomials ``∏ D^e`` of the problem's terms and their coefficients (shared: read only)."""
+    return _monomials_of(problem.terms)[0]
+
+
+def _lp_key(problem: SubProblem, work_cls) -> tuple:
+    """The identity of one exponent LP: the problem's classes, access monomials (by an interned number)
+    and order constraints, and the work monomial."""
+    return (problem.classes, _monomials_of(problem.terms)[1], problem.constraints, tuple(work_cls))
+
+
+_MONO_IDS: dict[tuple, int] = {}
+
+
+@functools.lru_cache(maxsize=8192)
+def _monomials_of(terms: tuple) -> tuple[dict[tuple, Fraction], int]:
     monos: dict[tuple, Fraction] = {}
-    for term in problem.terms:
+    for term in terms:
         for c, e in _posynomial(term):
             key = tuple(sorted((k, v) for k, v in e.items() if v != 0))
             monos[key] = monos.get(key, Fraction(0)) + c
-    return monos
+    return monos, _MONO_IDS.setdefault(tuple(monos.items()), len(_MONO_IDS))
 
 
 def equality_tiles(problem: SubProblem, work_index: int = 0):

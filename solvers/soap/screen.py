@@ -17,7 +17,10 @@ array.  :func:`screen` bounds ``ρ_H`` from the exponent LPs' first simplex dual
   takes ``X → ∞`` when ``W ≤ 1``); a closed form or KKT χ is exact, hence below the relaxation,
   and its ``X0`` minimizes ``χ(X)/(X − S)``, so its ρ is below the value at that same ``X0``.
 
-So ``ρ_H ≤ max_case Σ_s C_s X0^{W_s} / (X0 − S)``.  Problems this argument does not cover are not
+So ``ρ_H ≤ max_case Σ_s C_s X0^{W_s} / (X0 − S)``.  When the leading exponent is at most 1 every case
+is taken at ``X → ∞``, where a fused case reports the smaller of its relaxation's linear constant
+and linear domination's ``z`` (χ ≤ z·X, an exact LP; it exists only when every statement's exponent
+is ≤ 1): there the bound is ``min(z, Σ_{W_s = 1} C_s)``.  Problems this argument does not cover are not
 screened (``None``) and are always derived: pyramids (their own χ), unbounded LPs, and max cases
 that could take the KKT route (its ``X0`` is not ``W·S/(W−1)``, and the other cases are evaluated
 at it).  :func:`meshplan.solvers.soap.bound.analyze` derives, per array, the subgraphs in order of
@@ -37,9 +40,8 @@ import sympy as sp
 from meshplan.models.soap.cases import has_max, split_cases
 from meshplan.models.soap.sdg import SubProblem
 from meshplan.solvers.soap.chi import SAMPLE_S, Intensity, dominating
-from meshplan.solvers.soap.lp import max_le_one
 from meshplan.solvers.soap.pyramid import pyramid_shape
-from meshplan.solvers.soap.relax import _lp_rows, _monomials
+from meshplan.solvers.soap.relax import _monomials, linear_domination, simplex
 from meshplan.solvers.soap.symbols import S, X
 
 __all__ = ["Screen", "screen"]
@@ -53,14 +55,18 @@ class Screen:
     cases: tuple[tuple[tuple[tuple[tuple[Fraction, Fraction], ...], Fraction], ...], ...]
     exponent: Fraction
     values: tuple[float, ...]
+    #: per case, linear domination's ``z`` (χ ≤ z·X) when the leading exponent is ≤ 1, else empty
+    linear: tuple = ()
 
     def rho_at(self, s: float) -> float:
         """The bound on ρ at fast memory ``s``."""
         W = float(self.exponent)
         best = 0.0
-        for case in self.cases:
+        for n, case in enumerate(self.cases):
             if W <= 1:
                 val = sum(_constant(ws, Ws) for ws, Ws in case if Ws == 1)
+                if self.linear and self.linear[n] is not None:
+                    val = min(val, float(self.linear[n]))
             else:
                 x0 = W * s / (W - 1)
                 val = sum(_constant(ws, Ws) * x0 ** float(Ws) for ws, Ws in case) / (x0 - s)
@@ -75,6 +81,10 @@ class Screen:
         if self.exponent <= 1:
             X0 = sp.oo
             rhos = [sp.Add(*[_symbolic(ws, Ws) for ws, Ws in case if Ws == 1]) for case in self.cases]
+            for n, z in enumerate(self.linear):
+                if z is not None and z <= float(rhos[n]):
+                    rhos[n] = sp.Rational(z)
+                    chis[n] = rhos[n] * X
         else:
             X0 = W * S / (W - 1)
             rhos = [sp.expand(c.subs(X, X0) / (X0 - S)) for c in chis]
@@ -109,16 +119,15 @@ def screen(problem: SubProblem) -> Screen | None:
         monos = _monomials(case)
         stmts = []
         for _, cls in case.work:
-            rows = _lp_rows(case, monos, cls)
-            if rows is None:
+            lp = simplex(case, cls)
+            if lp is None:
                 return None
-            keys, A, G, a = rows
-            res = max_le_one(a, A + G, [Fraction(1)] * len(A) + [Fraction(0)] * len(G))
-            if res is None:
-                return None
-            W, _, y = res
+            keys, A, _, _, (W, _, y) = lp
             stmts.append((tuple((wj, monos[k]) for wj, k in zip(y[:len(A)], keys) if wj > 0), W))
         out.append(tuple(stmts))
     W = max(Ws for case in out for _, Ws in case)
-    sc = Screen(tuple(out), W, ())
-    return Screen(sc.cases, W, tuple(sc.rho_at(s) for s in SAMPLE_S))
+    z = ()
+    if W <= 1:       # every case at X → ∞: a fused case reports min(z, its relaxation) (linear domination)
+        z = tuple(linear_domination(c) if len(c.work) > 1 else None for c in cases)
+    sc = Screen(tuple(out), W, (), z)
+    return Screen(sc.cases, W, tuple(sc.rho_at(s) for s in SAMPLE_S), z)
