@@ -29,7 +29,8 @@ import sympy as sp
 
 from meshplan.models.soap.access import Component, components
 from meshplan.models.loops.program import Program
-from meshplan.models.soap.terms import Term, UnionFind, access_text, box, input_terms, tile_symbol
+from meshplan.models.soap.terms import (Term, UnionFind, access_text, box, default_size, input_terms, simplified,
+                                        tile_symbol)
 
 __all__ = ["Term", "SubProblem", "Sdg", "build_sdg", "subgraph_problem", "tile_symbol"]
 
@@ -61,7 +62,8 @@ class SubProblem:
 
     def access_expr(self, D: dict[str, sp.Expr] | None = None) -> sp.Expr:
         """The access-size bound ``F(D) = Σ_j |A_j(D)|`` as a sympy expression."""
-        D = D or self.symbols
+        if D is None:
+            return sp.Add(*[default_size(t) for t in self.terms])
         return sp.Add(*[t.size(D) for t in self.terms])
 
     @property
@@ -168,7 +170,7 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
     outs = [c for c in comps if c.role == "out"]
     notes: list[str] = []
 
-    def classes_of(c: Component):
+    def current_classes(c: Component):
         return tuple(tuple(uf.find(v) for v, _ in d) for d in c.dims)
 
     def try_unify(c: Component, o: Component, spatial_only: bool = False) -> bool:
@@ -219,13 +221,21 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
         cands.sort(key=lambda o: (o.stmt != c.stmt, o.order))
         for o in cands:
             final = c.stmt != o.stmt and not c.version  # a later statement reads the last version
-            if try_unify(c, o) and classes_of(c) == classes_of(o) and \
+            if try_unify(c, o) and current_classes(c) == current_classes(o) and \
                     (final or tuple(uf.find(v) for v in c.version) == tuple(uf.find(v) for v in o.version)):
                 matched[i] = o
                 break
 
     terms: list[Term] = []
     order = {st.name: n for n, st in enumerate(prog.statements)}
+    # the classes are final from here on: each component's classes once
+    known: dict[int, tuple] = {}
+
+    def classes_of(c: Component):
+        got = known.get(id(c))
+        if got is None:
+            got = known[id(c)] = current_classes(c)
+        return got
 
     # 2) Corollary 5.1 groups for arrays of H (writers with the same spatial access form one chain)
     done: set[int] = set()
@@ -251,8 +261,8 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
         if vclasses:
             tv = len(set(vers)) - 1
         else:  # no version loop: only an in-place read of the very element is an older version
-            outs_off = {tuple(sp.simplify(x) for x in g.offsets) for g in group if g.role == "out"}
-            tv = int(any(v == -1 and tuple(sp.simplify(x) for x in c.offsets) in outs_off
+            outs_off = {tuple(simplified(x) for x in g.offsets) for g in group if g.role == "out"}
+            tv = int(any(v == -1 and tuple(simplified(x) for x in c.offsets) in outs_off
                          for c, v in zip(group, vers)))
         terms.append(Term(o.array, "inout", dims, t, vclasses, tv, label=access_text(o.access)))
     # 3) other reads

@@ -103,6 +103,25 @@ class UnionFind:
             self.p[rb] = ra
 
 
+class _TileSymbols(dict):
+    """``class → |D^class|`` for any class (the symbols :func:`tile_symbol` names)."""
+
+    def __missing__(self, cls: str) -> sp.Symbol:
+        return tile_symbol(cls)
+
+
+@functools.lru_cache(maxsize=8192)
+def default_size(term: Term) -> sp.Expr:
+    """``term.size`` in the tile symbols of its classes, once per term (subgraphs share most terms)."""
+    return term.size(_TileSymbols())
+
+
+@functools.lru_cache(maxsize=4096)
+def simplified(offset: sp.Expr) -> sp.Expr:
+    """``sympy.simplify`` of an access offset, once per distinct offset."""
+    return sp.simplify(offset)
+
+
 def box(group, dims_classes, version=()):
     """Distinct box dimensions (by variables) and offset counts |t̂| over a group.
 
@@ -114,7 +133,7 @@ def box(group, dims_classes, version=()):
         keyed.setdefault(cls, []).append(d)
     dims, t = [], []
     for cls, idx in keyed.items():
-        offs = {tuple(sp.simplify(c.offsets[d]) for d in idx) for c in group}
+        offs = {tuple(simplified(c.offsets[d]) for d in idx) for c in group}
         dims.append(cls)
         t.append(len(offs) - 1)
     used = {v for cls in keyed for v in cls}
