@@ -2,6 +2,10 @@
 (and examples/loops/slow/, the kernels kept out of the example tests while they take > 2 s).
 
     python bench/bound.py [--quick] [--markdown] [--no-schedule] [--only gemm,lu]
+    python bench/bound.py --cli 3
+
+``--cli RUNS``: only the wall time of ``meshplan bound FILE`` per example in a fresh interpreter (best of
+RUNS, beside a fixed calibration loop), written to bench/results/bound-cli.json.
 
 For each kernel: the analysis time (parse + SDG + every subgraph's χ, X0, ρ +
 Theorem 5.1; measured after one warm-up run so sympy's caches are hot, and
@@ -93,8 +97,39 @@ def schedule_row(prog, res, time_limit: float) -> dict:
     return sc
 
 
+def cli_times(runs: int) -> int:
+    """``--cli``: the wall time of ``meshplan bound FILE`` in a fresh interpreter (best of ``runs``) for every
+    example, beside a fixed pure-Python loop timed at the same moments (the machine's speed varies)."""
+    import subprocess
+
+    loops = ROOT / "examples" / "loops"
+    rows = []
+    for path in sorted([*loops.glob("*.py"), *loops.glob("slow/*.py")], key=lambda p: p.stem):
+        walls, calib = [], []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "meshplan", "bound", str(path)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=True, cwd=ROOT / "bench")
+            walls.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            sum(range(10 ** 7))
+            calib.append(time.perf_counter() - t0)
+        rows.append({"kernel": path.stem, "file": str(path.relative_to(ROOT)), "cli_seconds": round(min(walls), 3),
+                     "calibration_seconds": round(min(calib), 3)})
+        print(f"{path.stem:22s} meshplan bound {min(walls):5.2f} s  (calibration loop {min(calib):.3f} s)", flush=True)
+    over = [r["kernel"] for r in rows if r["cli_seconds"] >= 2]
+    print(f"\n{len(rows)} examples; best of {runs} runs each; at or above 2 s: {', '.join(over) or 'none'}")
+    out = ROOT / "bench" / "results" / "bound-cli.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"runs": runs, "examples": rows}, indent=2))
+    print(f"wrote {out.relative_to(ROOT)}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cli", type=int, metavar="RUNS", default=0,
+                    help="only time `meshplan bound FILE` in fresh processes, best of RUNS per example")
     ap.add_argument("--quick", action="store_true", help="analysis only (no CP-SAT tiles)")
     ap.add_argument("--markdown", action="store_true", help="also print the docs/bound.md table")
     ap.add_argument("--time-limit", type=float, default=5.0, help="CP-SAT time limit per kernel (s)")
@@ -104,6 +139,8 @@ def main(argv=None) -> int:
     ap.add_argument("--schedule-only", action="store_true",
                     help="one (cold) analysis and the schedule column; no CP-SAT tiles at the large sizes")
     args = ap.parse_args(argv)
+    if args.cli:
+        return cli_times(args.cli)
     only = {k for k in args.only.split(",") if k}
 
     import sympy as sp

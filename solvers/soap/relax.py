@@ -99,8 +99,9 @@ def _lp_rows(problem: SubProblem, monos: dict, work_cls):
     classes = list(problem.classes)
     if not keys:
         return None
-    A = [[dict(k).get(v, Fraction(0)) for v in classes] for k in keys]
-    G = [[Fraction(dict(g).get(v, 0)) for v in classes] for g in problem.constraints]
+    zero = Fraction(0)
+    A = [[kd.get(v, zero) for v in classes] for kd in map(dict, keys)]
+    G = [[Fraction(gd.get(v, 0)) for v in classes] for gd in map(dict, problem.constraints)]
     a = [Fraction(work_cls.count(v)) for v in classes]
     return keys, A, G, a
 
@@ -321,6 +322,25 @@ def _dominated_key(work: tuple, access: tuple, constraints: tuple) -> bool:
 
 
 def linear_domination(problem: SubProblem):
+    """``z`` with χ(X) ≤ z·X, from spreading each work monomial over access monomials ≥ it
+    (once per access table, order constraints and work: :func:`_linear_domination`)."""
+    return _linear_domination(_monomials_of(problem.terms)[1], problem.constraints,
+                              tuple(cls for _, cls in problem.work), problem)
+
+
+_LINEAR: dict = {}
+
+
+def _linear_domination(monos_id: int, constraints: tuple, work: tuple, problem: SubProblem):
+    key = (monos_id, constraints, work)
+    if key not in _LINEAR:
+        if len(_LINEAR) > 8192:
+            _LINEAR.clear()
+        _LINEAR[key] = _solve_linear_domination(problem)
+    return _LINEAR[key]
+
+
+def _solve_linear_domination(problem: SubProblem):
     """``z`` with χ(X) ≤ z·X, from spreading each work monomial over access monomials ≥ it.
 
     If a work monomial ``m_s`` is ≤ an access monomial ``n_j`` for all |D| ≥ 1

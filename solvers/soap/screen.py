@@ -31,6 +31,7 @@ maximum already uses); the rest keep this bound as their reported ρ (method ``"
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -102,6 +103,7 @@ def _constant(ws, W) -> float:
     return math.exp(sum(float(wj) * math.log(float(wj) / (float(W) * float(cj))) for wj, cj in ws))
 
 
+@functools.lru_cache(maxsize=4096)
 def _symbolic(ws, W) -> sp.Expr:
     Wr = sp.Rational(W)
     return sp.Mul(*[(sp.Rational(wj) / (Wr * sp.Rational(cj))) ** sp.Rational(wj) for wj, cj in ws])
