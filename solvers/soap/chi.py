@@ -297,27 +297,50 @@ def _combine(problem: SubProblem, results: list[Intensity]) -> Intensity:
         results = results[:k] + [_intensity_case(results[k].problem)] + results[k + 1:]
     top = results[k]
     X0 = top.X0
-    vals = []
-    for r in results:
-        if X0 == sp.oo:
-            vals.append(_rho_at_infinity(r.chi))
-        else:
-            vals.append(sp.simplify(r.chi.subs(X, X0) / (X0 - S)))
-    uniq: list = []
-    for v in vals:
-        if not any(sp.simplify(v - u) == 0 for u in uniq):
-            uniq.append(v)
-    dom = dominating([[float(v.subs(S, sv)) for sv in SAMPLE_S] for v in uniq])
-    rho = uniq[dom] if dom is not None else sp.Max(*uniq)
+    # each case's ρ at X0, simplified only when it is kept (the values are compared numerically first:
+    # expressions that differ at a sample are not equal, so sympy is asked only about numerical ties)
+    raw = [_rho_at_infinity(r.chi) if X0 == sp.oo else r.chi.subs(X, X0) / (X0 - S) for r in results]
+    simple: dict[int, sp.Expr] = {}
+
+    def simplified(i: int) -> sp.Expr:
+        if i not in simple:
+            simple[i] = raw[i] if X0 == sp.oo else sp.simplify(raw[i])
+        return simple[i]
+
+    nums = [_samples(v, S, SAMPLE_S) for v in raw]
+    uniq: list[int] = []
+    for i in range(len(raw)):
+        if not any(_close(nums[i], nums[j]) and sp.simplify(simplified(i) - simplified(j)) == 0 for j in uniq):
+            uniq.append(i)
+    dom = dominating([nums[i] for i in uniq])
+    rho = simplified(uniq[dom]) if dom is not None else sp.Max(*[simplified(i) for i in uniq])
     chis: list = []
+    xs = (1e3, 1e6, 1e9)
     for r in results:
-        if not any(sp.simplify(r.chi - c) == 0 for c in chis):
+        if not any(_close(_samples(r.chi, X, xs), _samples(c, X, xs)) and sp.simplify(r.chi - c) == 0 for c in chis):
             chis.append(r.chi)
     chi = chis[0] if len(chis) == 1 else sp.Max(*chis)
     notes = tuple(top.notes) + (f"χ(X) is the max over {len(results)} cases of the bounded overlap "
                                 f"(section 5.5.3); the leading case: {top.problem.case}",)
     return Intensity(problem, top.method, chi, X0, rho, top.tiles, top.tiles_of_X, top.exponent,
                      notes, tuple(results))
+
+
+def _samples(expr: sp.Expr, var: sp.Symbol, points) -> list[float]:
+    """``expr`` at each of ``points`` (``nan`` where it does not evaluate to a real number)."""
+    out = []
+    for p in points:
+        try:
+            out.append(float(expr.subs(var, p)))
+        except (TypeError, ValueError):
+            out.append(math.nan)
+    return out
+
+
+def _close(a: list[float], b: list[float]) -> bool:
+    """Equal at every sample up to float error (or not comparable there): a symbolic check may be needed."""
+    return all(not (math.isfinite(x) and math.isfinite(y)) or abs(x - y) <= 1e-9 * max(1.0, abs(x), abs(y))
+               for x, y in zip(a, b))
 
 
 def _intensity_case(problem: SubProblem, *, tiles: bool = True) -> Intensity:
