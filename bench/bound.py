@@ -228,14 +228,15 @@ def main(argv=None) -> int:
                   f"{sc['ratio'] or float('nan'):.2f} | {sc['schedule']} {_fmt(sc['tiles'])} | {there} |")
     if args.markdown:
         print("\n| kernel | leading term of the bound | ρ (dominant subgraph) | tiles at X0 | "
-              "integer tiles (S=65536) | gap |")
-        print("|---|---|---|---|---|---|")
+              "integer tiles (S=65536) | gap | analysis (s, cold) |")
+        print("|---|---|---|---|---|---|---|")
         for r in rows:
             t = r.get("integer_tiles") or {}
             tiles = ", ".join(f"{c}={e}" for c, e in r["tiles"].items()) or "(relaxation: numeric)"
             gap = f"{t['gap']:.4f}" if t.get("gap") else "-"
             print(f"| {r['kernel']} | `{r['leading_term']}` | `{r['rho']}` | {tiles} | "
-                  f"{_fmt(t.get('integer')) if t else '-'} ({t.get('status', '-')}) | {gap} |")
+                  f"{_fmt(t.get('integer')) if t else '-'} ({t.get('status', '-')}) | {gap} | "
+                  f"{r['seconds_cold']:.2f} |")
     return 0
 
 
