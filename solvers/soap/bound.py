@@ -289,8 +289,10 @@ def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
 
     Per array, the undecided subgraph with the largest screening bound (at the middle sampled S) is
     derived next, until every other subgraph holding the array has a screening bound at most the
-    elementwise maximum of the derived ρ at every sampled S (:data:`SAMPLE_S`).  A subgraph that
-    cannot be screened is always derived.  The derived ρ are the ones ``screen=False`` gives, and a
+    elementwise maximum of the derived ρ at every sampled S (:data:`SAMPLE_S`) and cannot win a tie
+    for it (strictly below at some sample, or after the first derived subgraph attaining it — the
+    per-array maximum takes the first dominating subgraph in order).  A subgraph that cannot be
+    screened is always derived.  The derived ρ are the ones ``screen=False`` gives, and a
     screened subgraph's ρ is bounded by them, so the per-array maxima — and the bound — are the
     same as deriving everything (up to ``Max`` arguments dominated at every sample)."""
     from meshplan.solvers.soap.memo import canonical_key
@@ -313,10 +315,7 @@ def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
     for k, q in quick.items():
         if q is None:
             derive(first[k])
-    def settled(i: int, A: str, best: list[float] | None, lead: int | None) -> bool:
-        # below the derived maximum everywhere, and unable to win a tie against it: strictly below it
-        # at some sample, or after the first derived subgraph attaining it (the per-array maximum
-        # takes the first subgraph, in order, that dominates the others)
+    def settled(i: int, best: list[float] | None, lead: int | None) -> bool:
         if keys[i] in derived:
             return True
         if best is None:
@@ -332,7 +331,7 @@ def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
             rows = [(i, derived[keys[i]]) for i in holders[A] if keys[i] in derived]
             best = [max(col) for col in zip(*[r for _, r in rows])] if rows else None
             lead = next((i for i, r in rows if all(a >= b * (1 - 1e-12) for a, b in zip(r, best))), None)
-            open_ = [i for i in holders[A] if not settled(i, A, best, lead)]
+            open_ = [i for i in holders[A] if not settled(i, best, lead)]
             if open_:
                 derive(max(open_, key=lambda i: (quick[keys[i]].values[mid], -i)))
                 progressed = True

@@ -16,6 +16,7 @@ one variable per side, no unions.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from fractions import Fraction
 
@@ -387,7 +388,10 @@ def _lp_key(problem: SubProblem, work_cls) -> tuple:
     return (problem.classes, _monomials_of(problem.terms)[1], problem.constraints, tuple(work_cls))
 
 
+#: access-monomial tables → a number; numbers are never reused (the caches keyed by them stay right
+#: when this table is cleared)
 _MONO_IDS: dict[tuple, int] = {}
+_NEXT_ID = itertools.count()
 
 
 @functools.lru_cache(maxsize=8192)
@@ -397,7 +401,12 @@ def _monomials_of(terms: tuple) -> tuple[dict[tuple, Fraction], int]:
         for c, e in _posynomial(term):
             key = tuple(sorted((k, v) for k, v in e.items() if v != 0))
             monos[key] = monos.get(key, Fraction(0)) + c
-    return monos, _MONO_IDS.setdefault(tuple(monos.items()), len(_MONO_IDS))
+    items = tuple(monos.items())
+    if items not in _MONO_IDS:
+        if len(_MONO_IDS) > 65536:
+            _MONO_IDS.clear()
+        _MONO_IDS[items] = next(_NEXT_ID)
+    return monos, _MONO_IDS[items]
 
 
 def equality_tiles(problem: SubProblem, work_index: int = 0):
