@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-__all__ = ["Bnd", "sum_bnd", "is_nonneg", "clamp0", "smin"]
+__all__ = ["Bnd", "sum_bnd", "closed_sum", "is_nonneg", "clamp0", "smin"]
 
 
 def clamp0(e: sp.Expr) -> sp.Expr:
@@ -174,6 +174,14 @@ def _plain_sum(f: sp.Expr, d: sp.Symbol, t: sp.Expr) -> sp.Expr | None:
             S = G.xreplace({R: r})
         out += c * S
     return out.xreplace({m: t})
+
+
+def closed_sum(f: sp.Expr, var: sp.Symbol, lo: sp.Expr, hi: sp.Expr) -> sp.Expr | None:
+    """``sum_{var=lo}^{hi} f`` in closed form (:func:`_plain_sum` on ``f(lo + d)``, ``d < hi − lo + 1``), or None.
+    The closed form is a polynomial identity, so a reversed range gives what ``sympy.summation`` gives
+    (a negative count)."""
+    d = sp.Dummy("d", integer=True)
+    return _plain_sum(sp.sympify(f).xreplace({var: lo + d}), d, hi - lo + 1)
 
 
 def _exact(f: sp.Expr, d: sp.Symbol, n: sp.Expr, facts: tuple = ()) -> sp.Expr | None:

@@ -12,7 +12,6 @@ Q ≥ |V|(X0 − S)/χ(X0).  The parallel bound divides by ``p`` (Lemma 4.9).
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -93,10 +92,10 @@ def check_ranges(st: Statement, *, samples: int = 24) -> list[str]:
 def iterations(st: Statement) -> sp.Expr:
     """|V_St|: the number of iterations of the statement's loop nest (a sympy sum).
 
-    Unit-step loops over a polynomial count are summed term by term with the power sums
-    ``Σ_{k=a}^{b} k^m = F_m(b) − F_m(a − 1)`` (:func:`_power_sum`, the same value and sign
-    convention as ``sympy.summation``, without its general machinery); anything else
-    (strided loops) goes through ``sympy.summation``."""
+    Unit-step loops over a polynomial count are summed in closed form by the counting
+    capability's power sums (:func:`meshplan.solvers.counting.sums.closed_sum`, Faulhaber: the
+    same value and sign convention as ``sympy.summation``, without its general machinery);
+    anything else (strided loops) goes through ``sympy.summation``."""
     fast = _polynomial_iterations(st)
     if fast is not None:
         return fast
@@ -112,32 +111,16 @@ def iterations(st: Statement) -> sp.Expr:
 
 
 def _polynomial_iterations(st: Statement) -> sp.Expr | None:
+    from meshplan.solvers.counting.sums import closed_sum
+
     expr: sp.Expr = sp.Integer(1)
     for lp in reversed(st.loops):
         if lp.step != 1:
             return None
-        k = lp.symbol
-        try:
-            poly = sp.Poly(sp.expand(expr), k)
-        except sp.PolynomialError:
+        expr = closed_sum(expr, lp.symbol, lp.lower, lp.upper - 1)
+        if expr is None:
             return None
-        lo, hi = lp.lower, lp.upper - 1
-        expr = sp.Add(*[c * (_power_sum(m, hi) - _power_sum(m, lo - 1)) for (m,), c in poly.terms()])
     return sp.factor(sp.expand(expr))
-
-
-_N = sp.Symbol("n")
-
-
-@functools.lru_cache(maxsize=64)
-def _faulhaber(m: int) -> sp.Expr:
-    """``F_m(n) = Σ_{k=0}^{n} k^m`` as a polynomial in ``n``."""
-    k = sp.Dummy("k", integer=True)
-    return sp.expand(sp.summation(k ** m, (k, 0, _N)))
-
-
-def _power_sum(m: int, n: sp.Expr) -> sp.Expr:
-    return _faulhaber(m).subs(_N, n)
 
 
 @dataclass(frozen=True)
