@@ -42,7 +42,8 @@ from meshplan.models.soap.cases import has_max, split_cases
 from meshplan.models.soap.sdg import SubProblem
 from meshplan.solvers.soap.chi import SAMPLE_S, Intensity, dominating
 from meshplan.solvers.soap.pyramid import pyramid_shape
-from meshplan.solvers.soap.relax import _monomials, linear_domination, simplex
+from meshplan.solvers.soap.dual import log_constant
+from meshplan.solvers.soap.relax import _am_gm_constant, _monomials, linear_domination, simplex
 from meshplan.solvers.soap.symbols import S, X
 
 __all__ = ["Screen", "screen"]
@@ -51,13 +52,17 @@ __all__ = ["Screen", "screen"]
 @dataclass(frozen=True)
 class Screen:
     """Per max case, per statement ``(C_s, W_s)`` with ``C_s`` as ``((w_j, c_j), …)`` pairs; ``exponent`` the
-    leading ``W``.  ``values`` is the bound on ρ at each of :data:`SAMPLE_S`."""
+    leading ``W``."""
 
     cases: tuple[tuple[tuple[tuple[tuple[Fraction, Fraction], ...], Fraction], ...], ...]
     exponent: Fraction
-    values: tuple[float, ...]
     #: per case, linear domination's ``z`` (χ ≤ z·X) when the leading exponent is ≤ 1, else empty
     linear: tuple = ()
+
+    @functools.cached_property
+    def values(self) -> tuple[float, ...]:
+        """The bound on ρ at each of :data:`SAMPLE_S`."""
+        return tuple(self.rho_at(s) for s in SAMPLE_S)
 
     def rho_at(self, s: float) -> float:
         """The bound on ρ at fast memory ``s``."""
@@ -78,10 +83,10 @@ class Screen:
         """The bound as the reported intensity of ``problem`` (method ``"screened"``): χ(X) the max over the
         cases of ``Σ_s C_s X^{W_s}``, ``X0`` and ρ as above."""
         W = sp.Rational(self.exponent)
-        chis = [sp.Add(*[_symbolic(ws, Ws) * X ** sp.Rational(Ws) for ws, Ws in case]) for case in self.cases]
+        chis = [sp.Add(*[_am_gm_constant(ws, Ws) * X ** sp.Rational(Ws) for ws, Ws in case]) for case in self.cases]
         if self.exponent <= 1:
             X0 = sp.oo
-            rhos = [sp.Add(*[_symbolic(ws, Ws) for ws, Ws in case if Ws == 1]) for case in self.cases]
+            rhos = [sp.Add(*[_am_gm_constant(ws, Ws) for ws, Ws in case if Ws == 1]) for case in self.cases]
             for n, z in enumerate(self.linear):
                 if z is not None and z <= float(rhos[n]):
                     rhos[n] = sp.Rational(z)
@@ -100,13 +105,7 @@ class Screen:
 
 
 def _constant(ws, W) -> float:
-    return math.exp(sum(float(wj) * math.log(float(wj) / (float(W) * float(cj))) for wj, cj in ws))
-
-
-@functools.lru_cache(maxsize=4096)
-def _symbolic(ws, W) -> sp.Expr:
-    Wr = sp.Rational(W)
-    return sp.Mul(*[(sp.Rational(wj) / (Wr * sp.Rational(cj))) ** sp.Rational(wj) for wj, cj in ws])
+    return math.exp(log_constant([wj for wj, _ in ws], [cj for _, cj in ws], W))
 
 
 def screen(problem: SubProblem) -> Screen | None:
@@ -131,5 +130,4 @@ def screen(problem: SubProblem) -> Screen | None:
     z = ()
     if W <= 1:       # every case at X → ∞: a fused case reports min(z, its relaxation) (linear domination)
         z = tuple(linear_domination(c) if len(c.work) > 1 else None for c in cases)
-    sc = Screen(tuple(out), W, (), z)
-    return Screen(sc.cases, W, tuple(sc.rho_at(s) for s in SAMPLE_S), z)
+    return Screen(tuple(out), W, z)
