@@ -292,7 +292,7 @@ def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
     mid = len(SAMPLE_S) // 2
 
     def derive(i: int) -> None:
-        it = memo(problems[i])
+        it = memo(problems[i], keys[i])
         derived[keys[i]] = [it.rho_at(s) for s in SAMPLE_S]
 
     for k, q in quick.items():
@@ -320,7 +320,7 @@ def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
                 progressed = True
         if not progressed:
             break
-    return [memo(p) if keys[i] in derived else quick[keys[i]].intensity(p) for i, p in enumerate(problems)]
+    return [memo(p, keys[i]) if keys[i] in derived else quick[keys[i]].intensity(p) for i, p in enumerate(problems)]
 
 
 def _leading_params(expr: sp.Expr, params) -> sp.Expr:

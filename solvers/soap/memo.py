@@ -47,8 +47,9 @@ class IntensityMemo:
         self._seen: dict[tuple, object] = {}
         self.hits = 0
 
-    def __call__(self, problem: SubProblem):
-        key = canonical_key(problem)
+    def __call__(self, problem: SubProblem, key: tuple | None = None):
+        """``intensity(problem)``; ``key`` is its :func:`canonical_key` when the caller has it already."""
+        key = canonical_key(problem) if key is None else key
         first = self._seen.get(key)
         if first is None:
             first = self._seen[key] = self._compute(problem)

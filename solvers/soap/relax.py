@@ -82,14 +82,19 @@ def _posynomial(term: Term) -> list[tuple[Fraction, dict[str, Fraction]]]:
 
 def _exponent_lp(problem: SubProblem, monos: dict, work_cls):
     """The exponent LP of one work monomial: ``(W, x, w, μ, keys, A, G)`` or ``None`` if unbounded."""
-    key = _lp_key(problem, work_cls)
-    if key not in _LP_CACHE:
-        if len(_LP_CACHE) > 4096:
-            _LP_CACHE.clear()
-        _LP_CACHE[key] = _solve_exponent_lp(problem, monos, work_cls)
-    return _LP_CACHE[key]
+    return _cached(_LP_CACHE, _lp_key(problem, work_cls), lambda: _solve_exponent_lp(problem, monos, work_cls))
 
 
+def _cached(store: dict, key, compute):
+    """``store[key]``, computed on a miss; a store past :data:`_CACHE_LIMIT` entries is emptied first."""
+    if key not in store:
+        if len(store) > _CACHE_LIMIT:
+            store.clear()
+        store[key] = compute()
+    return store[key]
+
+
+_CACHE_LIMIT = 8192
 #: exponent LPs (and their best duals) by problem structure: relaxation and equality_tiles share them
 _LP_CACHE: dict = {}
 
@@ -111,18 +116,15 @@ def simplex(problem: SubProblem, work_cls):
     """``(keys, A, G, a, (W, x, y))`` of one work monomial's exponent LP and its simplex optimum
     (``None`` when there is no access or the LP is unbounded), cached by :func:`_lp_key`: the
     relaxation, the boundedness test and screening share it."""
-    key = _lp_key(problem, work_cls)
-    if key not in _SIMPLEX:
-        if len(_SIMPLEX) > 8192:
-            _SIMPLEX.clear()
+    def solve():
         rows = _lp_rows(problem, _monomials(problem), work_cls)
-        res = None
-        if rows is not None:
-            keys, A, G, a = rows
-            opt = max_le_one(a, A + G, [Fraction(1)] * len(A) + [Fraction(0)] * len(G))
-            res = None if opt is None else (keys, A, G, a, opt)
-        _SIMPLEX[key] = res
-    return _SIMPLEX[key]
+        if rows is None:
+            return None
+        keys, A, G, a = rows
+        opt = max_le_one(a, A + G, [Fraction(1)] * len(A) + [Fraction(0)] * len(G))
+        return None if opt is None else (keys, A, G, a, opt)
+
+    return _cached(_SIMPLEX, _lp_key(problem, work_cls), solve)
 
 
 _SIMPLEX: dict = {}
@@ -248,12 +250,12 @@ def _lp_bounded(problem: SubProblem, monos: dict, work_cls) -> bool:
     key = _lp_key(problem, work_cls)
     if key in _LP_CACHE:
         return _LP_CACHE[key] is not None
-    if key not in _BOUNDED_CACHE:
-        if len(_BOUNDED_CACHE) > 4096:
-            _BOUNDED_CACHE.clear()
+
+    def decide():
         decided = _bounded(_lp_rows(problem, monos, work_cls))
-        _BOUNDED_CACHE[key] = simplex(problem, work_cls) is not None if decided is None else decided
-    return _BOUNDED_CACHE[key]
+        return simplex(problem, work_cls) is not None if decided is None else decided
+
+    return _cached(_BOUNDED_CACHE, key, decide)
 
 
 def _bounded(rows) -> bool | None:
@@ -324,21 +326,12 @@ def _dominated_key(work: tuple, access: tuple, constraints: tuple) -> bool:
 
 def linear_domination(problem: SubProblem):
     """``z`` with χ(X) ≤ z·X, from spreading each work monomial over access monomials ≥ it
-    (once per access table, order constraints and work: :func:`_linear_domination`)."""
-    return _linear_domination(_monomials_of(problem.terms)[1], problem.constraints,
-                              tuple(cls for _, cls in problem.work), problem)
+    (once per access table, order constraints and work)."""
+    key = (_monomials_of(problem.terms)[1], problem.constraints, tuple(cls for _, cls in problem.work))
+    return _cached(_LINEAR, key, lambda: _solve_linear_domination(problem))
 
 
 _LINEAR: dict = {}
-
-
-def _linear_domination(monos_id: int, constraints: tuple, work: tuple, problem: SubProblem):
-    key = (monos_id, constraints, work)
-    if key not in _LINEAR:
-        if len(_LINEAR) > 8192:
-            _LINEAR.clear()
-        _LINEAR[key] = _solve_linear_domination(problem)
-    return _LINEAR[key]
 
 
 def _solve_linear_domination(problem: SubProblem):
