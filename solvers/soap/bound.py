@@ -223,9 +223,7 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
     findings = tuple(check_conditions(program))
     sdg = build_sdg(program)
     notes: list[str] = list(split_notes)
-    seed = CAPPED_SUBGRAPH if max_subgraph is None else min(max_subgraph, CAPPED_SUBGRAPH)
-    excluded = _unbounded([subgraph_problem(sdg, H) for H in sdg.connected_subsets(max_size=seed)])
-    problems, excluded, free, cap = _subgraphs(sdg, excluded, max_subgraph)
+    problems, excluded, free, cap = _subgraphs(sdg, max_subgraph)
     live = len(sdg.computed) - len(free)
     if cap < live:
         notes.append(f"subgraphs of more than {cap} arrays are not evaluated (Theorem 5.1 iterates over "
@@ -365,32 +363,43 @@ def _larger(a: sp.Expr, b: sp.Expr, params, *, leading: bool = False) -> sp.Expr
     return sp.Max(a, b)
 
 
-def _subgraphs(sdg, excluded, max_subgraph):
-    """The subgraph statements to evaluate, with the ``excluded`` statements left out:
-    ``(problems, excluded, free arrays, size cap)``.
+def _subgraphs(sdg, max_subgraph):
+    """The subgraph statements to evaluate, with the statements of unbounded work left out:
+    ``(problems, excluded statements, free arrays, size cap)``.
 
-    An array written only by excluded statements (a *free* array: filter states reset to 0.0,
-    copies ``ym2 = ym1``) has no vertices left; in a subgraph it only makes the reads of it free
-    (Definition 5.6), which removes access terms and so can only raise χ and ρ.  So instead of
-    every subset of free arrays next to the others (deriche: 1,358 subgraphs of at most 4
-    arrays), each subgraph of the other arrays (connected through free ones) is taken with *all*
-    the free arrays its statements read: its ρ bounds that of every such subset, of any size.
-    The other arrays' subgraphs are all of them (Theorem 5.1) up to :data:`ALL_SUBGRAPHS_UP_TO`
-    arrays.  Statements that this leaves with unbounded work are excluded too (repeated until
-    none is new)."""
-    excluded = list(excluded)
+    A statement whose own work no access bounds (χ = ∞) in some subgraph is excluded: its
+    vertices are left out, and a lower bound on the rest of the CDAG is one on the program
+    (per-statement intensity).  An array written only by excluded statements (a *free* array:
+    filter states reset to 0.0, copies ``ym2 = ym1``) has no vertices left; in a subgraph it only
+    makes the reads of it free (Definition 5.6), which removes access terms and so can only
+    raise χ and ρ.  So instead of every subset of free arrays next to the others (deriche:
+    1,358 subgraphs of at most 4 arrays), each subgraph of the other arrays (connected through
+    free ones) is taken with *all* the free arrays its statements read: its ρ bounds that of
+    every such subset, of any size.  The other arrays' subgraphs are all of them (Theorem 5.1)
+    up to :data:`ALL_SUBGRAPHS_UP_TO` arrays.
+
+    The excluded set is a fixpoint: every subgraph of the final list has bounded work.  Each
+    round looks at single arrays first and enumerates every subgraph only when they exclude
+    nothing new; the final round always enumerates them all, so the order of the rounds only
+    decides which of two valid fixpoints is reached (a statement unbounded only next to one
+    excluded later is kept, with its ρ over the subgraphs that remain)."""
+    excluded: list[str] = []
     while True:
         gone = set(excluded)
         free = tuple(a for a in sdg.computed if all(st.name in gone for st in sdg.program.writers(a)))
         live = len(sdg.computed) - len(free)
         cap = max_subgraph if max_subgraph is not None else (
             live if live <= ALL_SUBGRAPHS_UP_TO else CAPPED_SUBGRAPH)
-        out = []
-        for H in sdg.connected_subsets(max_size=cap, through=frozenset(free)):
-            read = {a.array for st in sdg.program.statements
-                    if st.output.array in H and st.name not in gone for a in st.inputs}
-            out.append(subgraph_problem(sdg, tuple(H) + tuple(a for a in free if a in read), exclude=frozenset(gone)))
-        new = [n for n in _unbounded(out) if n not in gone]
+        for size in dict.fromkeys((1, cap)):
+            out = []
+            for H in sdg.connected_subsets(max_size=size, through=frozenset(free)):
+                read = {a.array for st in sdg.program.statements
+                        if st.output.array in H and st.name not in gone for a in st.inputs}
+                out.append(subgraph_problem(sdg, tuple(H) + tuple(a for a in free if a in read),
+                                            exclude=frozenset(gone)))
+            new = [n for n in _unbounded(out) if n not in gone]
+            if new:
+                break
         if not new:
             return out, tuple(excluded), free, cap
         excluded += new
