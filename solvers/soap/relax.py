@@ -252,38 +252,54 @@ def _lp_bounded(problem: SubProblem, monos: dict, work_cls) -> bool:
         return _LP_CACHE[key] is not None
 
     def decide():
-        decided = _bounded(_lp_rows(problem, monos, work_cls))
+        keys = [k for k in monos if k]
+        if not keys:
+            return False
+        classes = set(problem.classes)
+        decided = _rays([{v: e for v, e in k if v in classes} for k in keys],
+                        [{v: e for v, e in g if v in classes and e != 0} for g in problem.constraints],
+                        problem.classes, set(work_cls))
         return simplex(problem, work_cls) is not None if decided is None else decided
 
     return _cached(_BOUNDED_CACHE, key, decide)
 
 
 def _bounded(rows) -> bool | None:
-    """Whether ``max a·x, A x ≤ 1, G x ≤ 0, x ≥ 0`` is bounded (the origin is feasible); ``None``
-    when only the simplex decides.
+    """Whether ``max a·x, A x ≤ 1, G x ≤ 0, x ≥ 0`` is bounded (the origin is feasible), from dense
+    rows ``(keys, A, G, a)`` (``None``: no access — unbounded); ``None`` when only the simplex decides
+    (:func:`_rays`)."""
+    if rows is None:
+        return False
+    _, A, G, a = rows
+    n = range(len(a))
+    return _rays([{v: r[v] for v in n if r[v] != 0} for r in A], [{v: g[v] for v in n if g[v] != 0} for g in G],
+                 n, {v for v in n if a[v] > 0})
+
+
+def _rays(A: list[dict], G: list[dict], variables, work: set) -> bool | None:
+    """The boundedness test of an exponent LP on sparse rows (variable → nonzero entry): ``A`` the access
+    exponents, ``G`` the order rows, ``work`` the variables with a positive work exponent.
 
     It is unbounded exactly when a ray ``x ≥ 0`` with ``A x ≤ 0, G x ≤ 0`` has ``a·x > 0``.
     The access exponents ``A`` are ≥ 0, so a ray lives on the variables in no access: none
     of them in the work — bounded; one with no positive order-row entry — the ray ``e_v``;
-    otherwise the simplex decides (the caller runs it)."""
-    if rows is None:
+    otherwise the simplex decides (the caller runs it; ``None``)."""
+    if any(e < 0 for r in A for e in r.values()):
+        return None
+    F = set(variables) - {v for r in A for v in r}   # a ray lives on these
+    changed = True
+    while changed:          # x_u = 0 when a row g·x ≤ 0 has g_u > 0 and no negative entry on F
+        changed = False
+        for g in G:
+            if all(g.get(v, 0) >= 0 for v in F):
+                hit = {v for v in F if g.get(v, 0) > 0}
+                if hit:
+                    F -= hit
+                    changed = True
+    if not F & work:
+        return True
+    if all(sum(g.get(v, 0) for v in F) <= 0 for g in G):   # the ray 1_F satisfies every order row
         return False
-    _, A, G, a = rows
-    if all(x >= 0 for r in A for x in r):
-        F = {v for v in range(len(a)) if all(r[v] == 0 for r in A)}   # a ray lives on these
-        changed = True
-        while changed:          # x_u = 0 when a row g·x ≤ 0 has g_u > 0 and no negative entry on F
-            changed = False
-            for g in G:
-                if all(g[v] >= 0 for v in F):
-                    hit = {v for v in F if g[v] > 0}
-                    if hit:
-                        F -= hit
-                        changed = True
-        if not any(a[v] > 0 for v in F):
-            return True
-        if all(sum(g[v] for v in F) <= 0 for g in G):   # the ray 1_F satisfies every order row
-            return False
     return None
 
 
@@ -327,7 +343,8 @@ def _dominated_key(work: tuple, access: tuple, constraints: tuple) -> bool:
 def linear_domination(problem: SubProblem):
     """``z`` with χ(X) ≤ z·X, from spreading each work monomial over access monomials ≥ it
     (once per access table, order constraints and work)."""
-    key = (_monomials_of(problem.terms)[1], problem.constraints, tuple(cls for _, cls in problem.work))
+    key = (_monomials_of(problem.terms)[1], _intern(_CONSTRAINT_IDS, problem.constraints),
+           tuple(cls for _, cls in problem.work))
     return _cached(_LINEAR, key, lambda: _solve_linear_domination(problem))
 
 
@@ -378,13 +395,25 @@ def _monomials(problem: SubProblem) -> dict[tuple, Fraction]:
 def _lp_key(problem: SubProblem, work_cls) -> tuple:
     """The identity of one exponent LP: the problem's classes, access monomials (by an interned number)
     and order constraints, and the work monomial."""
-    return (problem.classes, _monomials_of(problem.terms)[1], problem.constraints, tuple(work_cls))
+    return (problem.classes, _monomials_of(problem.terms)[1], _intern(_CONSTRAINT_IDS, problem.constraints),
+            tuple(work_cls))
 
 
-#: access-monomial tables → a number; numbers are never reused (the caches keyed by them stay right
-#: when this table is cleared)
+#: access-monomial tables and order constraints → a number (the cache keys hold the number, so a
+#: lookup does not hash the exponents again); numbers are never reused (the caches keyed by them
+#: stay right when a table is cleared)
 _MONO_IDS: dict[tuple, int] = {}
+_CONSTRAINT_IDS: dict[tuple, int] = {}
 _NEXT_ID = itertools.count()
+
+
+def _intern(table: dict, value: tuple) -> int:
+    got = table.get(value)
+    if got is None:
+        if len(table) > 65536:
+            table.clear()
+        got = table[value] = next(_NEXT_ID)
+    return got
 
 
 @functools.lru_cache(maxsize=8192)
@@ -394,12 +423,7 @@ def _monomials_of(terms: tuple) -> tuple[dict[tuple, Fraction], int]:
         for c, e in _posynomial(term):
             key = tuple(sorted((k, v) for k, v in e.items() if v != 0))
             monos[key] = monos.get(key, Fraction(0)) + c
-    items = tuple(monos.items())
-    if items not in _MONO_IDS:
-        if len(_MONO_IDS) > 65536:
-            _MONO_IDS.clear()
-        _MONO_IDS[items] = next(_NEXT_ID)
-    return monos, _MONO_IDS[items]
+    return monos, _intern(_MONO_IDS, tuple(monos.items()))
 
 
 def equality_tiles(problem: SubProblem, work_index: int = 0):
