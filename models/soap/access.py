@@ -18,6 +18,7 @@ import sympy as sp
 
 from meshplan.models.core.errors import ModelError
 from meshplan.models.loops.program import Access, Program, Statement, sym
+from meshplan.models.soap.symbolic import simplified
 
 __all__ = ["SoapViolation", "Component", "Finding", "components", "check_conditions",
            "sample_iterations", "elements"]
@@ -99,7 +100,7 @@ def _decompose(expr: sp.Expr, loopvars: set[str], st: Statement, acc: Access):
                                 "access components must be injective affine functions (item 5)",
                                 condition="5", statement=st.name)
         v = next(iter(vs))
-        coeff = sp.simplify(t / v)
+        coeff = simplified(t / v)
         if coeff.free_symbols & lsyms:
             raise SoapViolation(f"subscript {acc} is not affine", condition="5", statement=st.name)
         terms[str(v)] = terms.get(str(v), 0) + coeff
@@ -233,7 +234,7 @@ def _shifted_vars(dims, offs, w: Statement, reader: Statement) -> set[str]:
     if len(wdims) != len(dims):
         return out
     for d, o, (wd, wo, _) in zip(dims, offs, wdims):
-        if len(d) == 1 and len(wd) == 1 and d[0][1] == wd[0][1] and sp.simplify(o - wo) != 0:
+        if len(d) == 1 and len(wd) == 1 and d[0][1] == wd[0][1] and simplified(o - wo) != 0:
             out.add(d[0][0])
     return out
 

@@ -18,6 +18,7 @@ import sympy as sp
 
 from meshplan.models.soap.access import Component, elements, sample_iterations
 from meshplan.models.loops.program import Program, Statement, sym
+from meshplan.models.soap.symbolic import simplified
 
 __all__ = ["Term", "tile_symbol", "box", "input_terms", "UnionFind", "access_text"]
 
@@ -114,12 +115,6 @@ class _TileSymbols(dict):
 def default_size(term: Term) -> sp.Expr:
     """``term.size`` in the tile symbols of its classes, once per term (subgraphs share most terms)."""
     return term.size(_TileSymbols())
-
-
-@functools.lru_cache(maxsize=4096)
-def simplified(offset: sp.Expr) -> sp.Expr:
-    """``sympy.simplify`` of an access offset, once per distinct offset."""
-    return sp.simplify(offset)
 
 
 def box(group, dims_classes, version=()):
@@ -286,6 +281,6 @@ def _lower_order(ga, gb, prog: Program, sample_size: int, limit: int = 4000):
         shares.append(len(sa & sb) / min(len(sa), len(sb)))
     if shares[0] and shares[1] > shares[0] * 0.5 * 1.25:
         return None
-    eqs = [sp.Eq(x, y) for x, y in zip(ga[0].access.index, gb[0].access.index) if sp.simplify(x - y) != 0]
+    eqs = [sp.Eq(x, y) for x, y in zip(ga[0].access.index, gb[0].access.index) if simplified(x - y) != 0]
     where = ", ".join(str(e).replace("Eq(", "").replace(")", "").replace(", ", " = ") for e in eqs)
     return f"{{{where}}}" + ("" if shares[0] else " (empty within each version)")

@@ -23,6 +23,7 @@ from meshplan.models.soap.access import Finding, check_conditions
 from meshplan.models.soap.scalars import split_scalars
 from meshplan.models.loops.program import Program, Statement, sym
 from meshplan.models.soap.sdg import SubProblem, build_sdg, subgraph_problem
+from meshplan.models.soap.symbolic import simplified
 from meshplan.solvers.soap.chi import SAMPLE_S, S, Intensity, dominating, intensity
 from meshplan.solvers.soap.memo import IntensityMemo
 from meshplan.solvers.soap.trivial import trivial_bound
@@ -83,7 +84,7 @@ def check_ranges(st: Statement, *, samples: int = 24) -> list[str]:
                 f"(length {min(negative, key=lambda e: float(e.subs(regimes[0])))}); its iterations "
                 "cannot be counted by a symbolic sum — bound the enclosing loops so that the range is "
                 "never reversed (e.g. iterate the outer variable only where the inner range is non-empty)")
-        conds = sorted({f"{sp.simplify(e)} >= 0" for e in negative if not e.is_number})
+        conds = sorted({f"{simplified(e)} >= 0" for e in negative if not e.is_number})
         notes.append(f"statement {st.name}: assumes loop {lp.var}'s range is never reversed, i.e. "
                      + " and ".join(conds))
     return notes
@@ -107,7 +108,7 @@ def iterations(st: Statement) -> sp.Expr:
             k = sp.Dummy("k", integer=True)
             body = expr.subs(lp.symbol, lp.lower + lp.step * k)
             expr = sp.summation(body, (k, 0, sp.ceiling((lp.upper - lp.lower) / lp.step) - 1))
-    return sp.factor(sp.simplify(expr))
+    return sp.factor(simplified(expr))
 
 
 def _polynomial_iterations(st: Statement) -> sp.Expr | None:
@@ -466,7 +467,7 @@ def leading_term(arrays: list[ArrayBound], params) -> sp.Expr:
     expr = sp.Add(*[lt / r for lt, r in top])
     u = sp.Symbol("u", positive=True)
     try:
-        lead_s = sp.simplify(expr.subs(S, 1 / u).as_leading_term(u).subs(u, 1 / S))
+        lead_s = simplified(expr.subs(S, 1 / u).as_leading_term(u).subs(u, 1 / S))
     except Exception:  # noqa: BLE001 - sympy may not find a leading term; keep the expression
         lead_s = expr
     return sp.factor(lead_s)
@@ -477,7 +478,7 @@ def _lead_rho(rho: sp.Expr) -> sp.Expr:
         rho = max(rho.args, key=lambda r: float(r.subs(S, 2.0 ** 30)))
     u = sp.Symbol("u", positive=True)
     try:
-        return sp.simplify(rho.subs(S, 1 / u).as_leading_term(u).subs(u, 1 / S))
+        return simplified(rho.subs(S, 1 / u).as_leading_term(u).subs(u, 1 / S))
     except Exception:  # noqa: BLE001
         return rho
 

@@ -33,6 +33,7 @@ import sympy as sp
 
 from meshplan.models.soap.cases import has_max, split_cases
 from meshplan.models.soap.sdg import SubProblem
+from meshplan.models.soap.symbolic import simplified
 from meshplan.solvers.soap.numeric_search import numeric_tiles
 from meshplan.solvers.soap.polysys import Unsolved, solve_bounded
 from meshplan.solvers.soap.pyramid import pyramid_chi, pyramid_shape
@@ -182,7 +183,7 @@ def kkt(problem: SubProblem, *, guess: set[str] | None = None):
             tiles = {c: (sp.Integer(1) if c in act else sol[Dsym[c]]) for c in classes}
             if not _feasible(tiles, lam.subs(sol)):
                 continue
-            chi = sp.simplify(Pa.subs({v: sol[v] for v in free}))
+            chi = simplified(Pa.subs({v: sol[v] for v in free}))
             val = float(chi.subs(X, 1e9))
             if best is None or val > best[0]:
                 best = (val, chi, tiles)
@@ -300,24 +301,21 @@ def _combine(problem: SubProblem, results: list[Intensity]) -> Intensity:
     # each case's ρ at X0, simplified only when it is kept (the values are compared numerically first:
     # expressions that differ at a sample are not equal, so sympy is asked only about numerical ties)
     raw = [_rho_at_infinity(r.chi) if X0 == sp.oo else r.chi.subs(X, X0) / (X0 - S) for r in results]
-    simple: dict[int, sp.Expr] = {}
 
-    def simplified(i: int) -> sp.Expr:
-        if i not in simple:
-            simple[i] = raw[i] if X0 == sp.oo else sp.simplify(raw[i])
-        return simple[i]
+    def kept(i: int) -> sp.Expr:
+        return raw[i] if X0 == sp.oo else simplified(raw[i])
 
     nums = [_samples(v, S, SAMPLE_S) for v in raw]
     uniq: list[int] = []
     for i in range(len(raw)):
-        if not any(_close(nums[i], nums[j]) and sp.simplify(simplified(i) - simplified(j)) == 0 for j in uniq):
+        if not any(_close(nums[i], nums[j]) and simplified(kept(i) - kept(j)) == 0 for j in uniq):
             uniq.append(i)
     dom = dominating([nums[i] for i in uniq])
-    rho = simplified(uniq[dom]) if dom is not None else sp.Max(*[simplified(i) for i in uniq])
+    rho = kept(uniq[dom]) if dom is not None else sp.Max(*[kept(i) for i in uniq])
     chis: list = []
     xs = (1e3, 1e6, 1e9)
     for r in results:
-        if not any(_close(_samples(r.chi, X, xs), _samples(c, X, xs)) and sp.simplify(r.chi - c) == 0 for c in chis):
+        if not any(_close(_samples(r.chi, X, xs), _samples(c, X, xs)) and simplified(r.chi - c) == 0 for c in chis):
             chis.append(r.chi)
     chi = chis[0] if len(chis) == 1 else sp.Max(*chis)
     notes = tuple(top.notes) + (f"χ(X) is the max over {len(results)} cases of the bounded overlap "
@@ -371,8 +369,8 @@ def _intensity_case(problem: SubProblem, *, tiles: bool = True) -> Intensity:
             rho = _rho_at_infinity(chi)
             tiles = {}
         else:
-            rho = sp.simplify(chi.subs(X, X0) / (X0 - S))
-            tiles = {c: sp.simplify(e.subs(X, X0)) for c, e in tiles_x.items()}
+            rho = simplified(chi.subs(X, X0) / (X0 - S))
+            tiles = {c: simplified(e.subs(X, X0)) for c, e in tiles_x.items()}
         return Intensity(problem, "kkt", chi, X0, rho, tiles, tiles_x, W, tuple(notes))
     joint, jnote = joint_relaxation(problem, relax)
     chi_relax = sp.Add(*[C * X ** sp.Rational(w) for C, w in joint])
@@ -381,7 +379,7 @@ def _intensity_case(problem: SubProblem, *, tiles: bool = True) -> Intensity:
     if W > 1:
         Wr = sp.Rational(W)
         X0 = Wr * S / (Wr - 1)
-        rho = sp.simplify(chi_relax.subs(X, X0) / (X0 - S))
+        rho = simplified(chi_relax.subs(X, X0) / (X0 - S))
     else:
         X0 = sp.oo
         rho = _rho_at_infinity(chi_relax)
@@ -396,7 +394,7 @@ def _intensity_case(problem: SubProblem, *, tiles: bool = True) -> Intensity:
     if X0 != sp.oo and want_tiles:
         top = max(range(len(relax)), key=lambda k: relax[k][1])
         tiles_x = equality_tiles(problem, top) or {}
-        tiles = {c: sp.simplify(e.subs(X, X0)) for c, e in tiles_x.items()}
+        tiles = {c: simplified(e.subs(X, X0)) for c, e in tiles_x.items()}
         if tiles:
             notes.append("tiles: AM-GM equality point of the relaxation for the leading statement "
                          "(asymptotically optimal, lower-order terms ignored)")

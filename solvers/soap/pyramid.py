@@ -23,6 +23,7 @@ from fractions import Fraction
 import sympy as sp
 
 from meshplan.models.soap.sdg import SubProblem
+from meshplan.models.soap.symbolic import simplified
 from meshplan.solvers.soap.symbols import S, X
 
 __all__ = ["pyramid_shape", "pyramid_chi"]
@@ -75,5 +76,5 @@ def pyramid_chi(d: int, tau: int, layers: int):
     W = sp.Rational(d + 1, d)
     chi = X ** W / (tau * (d + 1)) + layers * X
     X0 = (d + 1) * S
-    rho = sp.simplify(chi.subs(X, X0) / (X0 - S))
+    rho = simplified(chi.subs(X, X0) / (X0 - S))
     return chi, X0, rho, Fraction(d + 1, d)

@@ -23,6 +23,7 @@ from fractions import Fraction
 import sympy as sp
 
 from meshplan.models.soap.sdg import SubProblem, Term
+from meshplan.models.soap.symbolic import simplified
 from meshplan.solvers.soap.dual import best_dual
 from meshplan.solvers.soap.lp import max_le_one
 from meshplan.solvers.soap.symbols import X
@@ -460,7 +461,7 @@ def equality_tiles(problem: SubProblem, work_index: int = 0):
         return None
     vals = next(iter(sol))
     free = set().union(*[v.free_symbols for v in vals]) & set(L.values())
-    tiles = {c: sp.simplify(sp.exp(v.subs({f: 0 for f in free}))) for c, v in zip(classes, vals)}
+    tiles = {c: simplified(sp.exp(v.subs({f: 0 for f in free}))) for c, v in zip(classes, vals)}
     for xv in (1e5, 1e9):
         try:
             num = {c: float(e.subs(X, xv)) for c, e in tiles.items()}

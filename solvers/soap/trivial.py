@@ -18,6 +18,7 @@ from __future__ import annotations
 import sympy as sp
 
 from meshplan.models.loops.program import Access, Program, Statement
+from meshplan.models.soap.symbolic import simplified
 
 __all__ = ["trivial_bound"]
 
@@ -49,7 +50,7 @@ def _count(st: Statement, acc: Access) -> sp.Expr | None:
             return None
         lo, hi = (lp.lower, lp.upper - 1) if lp.step == 1 else (lp.upper + 1, lp.lower)
         expr = sp.summation(expr, (lp.symbol, lo, hi))
-    return sp.factor(sp.simplify(expr))
+    return sp.factor(simplified(expr))
 
 
 def trivial_bound(program: Program) -> tuple[sp.Expr, tuple[str, ...]]:
