@@ -385,6 +385,7 @@ def _subgraphs(sdg, max_subgraph):
     decides which of two valid fixpoints is reached (a statement unbounded only next to one
     excluded later is kept, with its ρ over the subgraphs that remain)."""
     excluded: list[str] = []
+    seen: dict[tuple, list[int]] = {}     # across rounds: most subgraphs recur unchanged
     while True:
         gone = set(excluded)
         free = tuple(a for a in sdg.computed if all(st.name in gone for st in sdg.program.writers(a)))
@@ -398,7 +399,7 @@ def _subgraphs(sdg, max_subgraph):
                         if st.output.array in H and st.name not in gone for a in st.inputs}
                 out.append(subgraph_problem(sdg, tuple(H) + tuple(a for a in free if a in read),
                                             exclude=frozenset(gone)))
-            new = [n for n in _unbounded(out) if n not in gone]
+            new = [n for n in _unbounded(out, seen) if n not in gone]
             if new:
                 break
         if not new:
@@ -406,7 +407,7 @@ def _subgraphs(sdg, max_subgraph):
         excluded += new
 
 
-def _unbounded(problems: list[SubProblem]) -> tuple[str, ...]:
+def _unbounded(problems: list[SubProblem], seen: dict | None = None) -> tuple[str, ...]:
     """Statements whose own work is unbounded (χ = ∞) in some subgraph or one of its max cases
     (per-statement intensity).  Decided from the exponent LPs alone, before any χ is derived: a
     case is unbounded exactly when one of its statements' LPs is (the relaxation's test), and a
@@ -418,7 +419,7 @@ def _unbounded(problems: list[SubProblem]) -> tuple[str, ...]:
     from meshplan.solvers.soap.memo import canonical_key
 
     out: list[str] = []
-    seen: dict[tuple, list[int]] = {}     # problems equal up to renaming: their work indices
+    seen = {} if seen is None else seen   # problems equal up to renaming: their work indices
     for p in problems:
         key = canonical_key(p)
         if key not in seen:

@@ -191,7 +191,7 @@ def joint_relaxation(problem: SubProblem, relax):
     groups: dict = {}
     for k, (_, cls) in enumerate(problem.work):
         groups.setdefault(relax[k][1], []).append(k)
-    out, joint = [], False
+    out = []
     for W, idx in groups.items():
         Cs = [relax[k][0] for k in idx]
         if len(idx) == 1:
@@ -230,7 +230,6 @@ def joint_relaxation(problem: SubProblem, relax):
             C = cmax
         else:
             C = sp.Rational(math.ceil(top * (1 + 1e-7) * 10 ** 12), 10 ** 12)
-            joint = True
             total = sp.Add(*Cs)
             if float(C) >= float(total):
                 C = total
@@ -241,50 +240,49 @@ def joint_relaxation(problem: SubProblem, relax):
 
 def unbounded_statements(problem: SubProblem) -> tuple[str, ...]:
     """The statements of ``problem`` whose work monomial no combination of access monomials bounds
-    (the exponent LP is unbounded: some of its loop variables appear in no access)."""
-    monos = _monomials(problem)
-    return tuple(name for name, cls in problem.work if not _lp_bounded(problem, monos, cls))
+    (the exponent LP is unbounded: some of its loop variables appear in no access).
 
-
-def _lp_bounded(problem: SubProblem, monos: dict, work_cls) -> bool:
-    """The exponent LP of one work monomial has a finite optimum (only the simplex, no dual face)."""
-    key = _lp_key(problem, work_cls)
-    if key in _LP_CACHE:
-        return _LP_CACHE[key] is not None
-
-    def decide():
-        keys = [k for k in monos if k]
-        if not keys:
-            return False
-        classes = set(problem.classes)
-        decided = _rays([{v: e for v, e in k if v in classes} for k in keys],
-                        [{v: e for v, e in g if v in classes and e != 0} for g in problem.constraints],
-                        problem.classes, set(work_cls))
-        return simplex(problem, work_cls) is not None if decided is None else decided
-
-    return _cached(_BOUNDED_CACHE, key, decide)
+    The rays (:func:`_ray_support`) depend on the accesses and order rows only, so they are found
+    once for all the statements; the simplex decides the rest."""
+    keys = [k for k in _monomials(problem) if k]
+    if not keys:
+        return tuple(name for name, _ in problem.work)
+    classes = set(problem.classes)
+    support = _ray_support([{v: e for v, e in k if v in classes} for k in keys],
+                           [{v: e for v, e in g if v in classes and e != 0} for g in problem.constraints],
+                           problem.classes)
+    out = []
+    for name, cls in problem.work:
+        decided = _decide(support, set(cls))
+        if decided is None:
+            decided = simplex(problem, cls) is not None
+        if not decided:
+            out.append(name)
+    return tuple(out)
 
 
 def _bounded(rows) -> bool | None:
     """Whether ``max a·x, A x ≤ 1, G x ≤ 0, x ≥ 0`` is bounded (the origin is feasible), from dense
     rows ``(keys, A, G, a)`` (``None``: no access — unbounded); ``None`` when only the simplex decides
-    (:func:`_rays`)."""
+    (:func:`_ray_support`)."""
     if rows is None:
         return False
     _, A, G, a = rows
     n = range(len(a))
-    return _rays([{v: r[v] for v in n if r[v] != 0} for r in A], [{v: g[v] for v in n if g[v] != 0} for g in G],
-                 n, {v for v in n if a[v] > 0})
+    support = _ray_support([{v: r[v] for v in n if r[v] != 0} for r in A],
+                           [{v: g[v] for v in n if g[v] != 0} for g in G], n)
+    return _decide(support, {v for v in n if a[v] > 0})
 
 
-def _rays(A: list[dict], G: list[dict], variables, work: set) -> bool | None:
-    """The boundedness test of an exponent LP on sparse rows (variable → nonzero entry): ``A`` the access
-    exponents, ``G`` the order rows, ``work`` the variables with a positive work exponent.
+def _ray_support(A: list[dict], G: list[dict], variables) -> tuple[set, bool] | None:
+    """Where the rays of an exponent LP ``max a·x, A x ≤ 1, G x ≤ 0, x ≥ 0`` can live, from sparse rows
+    (variable → nonzero entry; ``A`` the access exponents, ``G`` the order rows): ``(F, r)`` with ``F``
+    the variables a ray may use and ``r`` whether the ray ``1_F`` satisfies every order row
+    (``None`` when an access exponent is negative: the simplex decides).
 
     It is unbounded exactly when a ray ``x ≥ 0`` with ``A x ≤ 0, G x ≤ 0`` has ``a·x > 0``.
-    The access exponents ``A`` are ≥ 0, so a ray lives on the variables in no access: none
-    of them in the work — bounded; one with no positive order-row entry — the ray ``e_v``;
-    otherwise the simplex decides (the caller runs it; ``None``)."""
+    The access exponents ``A`` are ≥ 0, so a ray lives on the variables in no access, minus those
+    an order row with no negative entry there forces to 0 (:func:`_decide` reads the answer)."""
     if any(e < 0 for r in A for e in r.values()):
         return None
     F = set(variables) - {v for r in A for v in r}   # a ray lives on these
@@ -297,14 +295,19 @@ def _rays(A: list[dict], G: list[dict], variables, work: set) -> bool | None:
                 if hit:
                     F -= hit
                     changed = True
+    return F, all(sum(g.get(v, 0) for v in F) <= 0 for g in G)
+
+
+def _decide(support: tuple[set, bool] | None, work: set) -> bool | None:
+    """Bounded (``True``), unbounded (``False``) or undecided (``None``: the simplex decides) for the
+    work variables ``work`` (positive work exponent), from :func:`_ray_support`: no ray variable in
+    the work — bounded; the ray ``1_F`` feasible and in the work — unbounded."""
+    if support is None:
+        return None
+    F, ray = support
     if not F & work:
         return True
-    if all(sum(g.get(v, 0) for v in F) <= 0 for g in G):   # the ray 1_F satisfies every order row
-        return False
-    return None
-
-
-_BOUNDED_CACHE: dict = {}
+    return False if ray else None
 
 
 def _dominated(work: dict, access: dict, constraints) -> bool:
@@ -339,6 +342,7 @@ def _dominated(work: dict, access: dict, constraints) -> bool:
 @functools.lru_cache(maxsize=16384)
 def _dominated_key(work: tuple, access: tuple, constraints: tuple) -> bool:
     return _dominated(dict(work), dict(access), constraints)
+
 
 
 def linear_domination(problem: SubProblem):
