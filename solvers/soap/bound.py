@@ -297,15 +297,23 @@ def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
     for k, q in quick.items():
         if q is None:
             derive(first[k])
-    def settled(i: int, best: list[float] | None, lead: int | None) -> bool:
-        if keys[i] in derived:
-            return True
-        if best is None:
-            return False
-        q = quick[keys[i]].values
+    def below(q: list[float], i: int, best: list[float], lead: int | None) -> bool:
         if not all(a <= b * (1 + 1e-12) for a, b in zip(q, best)):
             return False
         return any(a < b * (1 - 1e-12) for a, b in zip(q, best)) or (lead is not None and lead < i)
+
+    def settled(i: int, best: list[float] | None, lead: int | None) -> bool:
+        """Whether subgraph ``i`` is derived or below ``best``; an open one is left with its finer bound
+        (:meth:`Screen.refined`), which orders the derivations."""
+        if keys[i] in derived:
+            return True
+        if best is not None and below(quick[keys[i]].values, i, best, lead):
+            return True
+        finer = quick[keys[i]].refined()      # the cheap bound did not settle it: lower it and try again
+        if finer is None:
+            return False
+        quick[keys[i]] = finer
+        return best is not None and below(finer.values, i, best, lead)
 
     while True:
         progressed = False

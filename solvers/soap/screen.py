@@ -20,7 +20,9 @@ array.  :func:`screen` bounds ``ρ_H`` from the exponent LPs' first simplex dual
 So ``ρ_H ≤ max_case Σ_s C_s X0^{W_s} / (X0 − S)``.  When the leading exponent is at most 1 every case
 is taken at ``X → ∞``, where a fused case reports the smaller of its relaxation's linear constant
 and linear domination's ``z`` (χ ≤ z·X, an exact LP; it exists only when every statement's exponent
-is ≤ 1): there the bound is ``min(z, Σ_{W_s = 1} C_s)``.  Problems this argument does not cover are not
+is ≤ 1): there the bound is ``min(z, Σ_{W_s = 1} C_s)``.  That LP is solved only for a subgraph the
+bound without it does not settle (:meth:`Screen.refined`; ludcmp: 79 instead of 179 LPs), so a
+screened row may show the larger ``Σ_{W_s = 1} C_s``.  Problems this argument does not cover are not
 screened (``None``) and are always derived: pyramids (their own χ), unbounded LPs, and max cases
 that could take the KKT route (its ``X0`` is not ``W·S/(W−1)``, and the other cases are evaluated
 at it).  :func:`meshplan.solvers.soap.bound.analyze` derives, per array, the subgraphs in order of
@@ -56,8 +58,19 @@ class Screen:
 
     cases: tuple[tuple[tuple[tuple[tuple[Fraction, Fraction], ...], Fraction], ...], ...]
     exponent: Fraction
-    #: per case, linear domination's ``z`` (χ ≤ z·X) when the leading exponent is ≤ 1, else empty
+    #: per case, linear domination's ``z`` (χ ≤ z·X) when the leading exponent is ≤ 1 and it has been
+    #: asked for (:meth:`refined`), else empty
     linear: tuple = ()
+    #: the max cases, kept while :meth:`refined` can still lower the bound
+    problems: tuple = ()
+
+    def refined(self) -> "Screen | None":
+        """The bound with linear domination's ``z`` taken in (lower or equal), or ``None`` when there is
+        nothing to refine (the leading exponent is > 1, no case is fused, or it is already done)."""
+        if not self.problems:
+            return None
+        z = tuple(linear_domination(c) if len(c.work) > 1 else None for c in self.problems)
+        return Screen(self.cases, self.exponent, z)
 
     @functools.cached_property
     def values(self) -> tuple[float, ...]:
@@ -127,7 +140,7 @@ def screen(problem: SubProblem) -> Screen | None:
             stmts.append((tuple((wj, monos[k]) for wj, k in zip(y[:len(A)], keys) if wj > 0), W))
         out.append(tuple(stmts))
     W = max(Ws for case in out for _, Ws in case)
-    z = ()
-    if W <= 1:       # every case at X → ∞: a fused case reports min(z, its relaxation) (linear domination)
-        z = tuple(linear_domination(c) if len(c.work) > 1 else None for c in cases)
-    return Screen(tuple(out), W, z)
+    # every case at X → ∞ when W ≤ 1: a fused case reports min(z, its relaxation) (linear domination),
+    # an exact LP solved only when the bound without it does not settle the subgraph (Screen.refined)
+    fused = W <= 1 and any(len(c.work) > 1 for c in cases)
+    return Screen(tuple(out), W, (), tuple(cases) if fused else ())
