@@ -302,18 +302,34 @@ def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
             return False
         return any(a < b * (1 - 1e-12) for a, b in zip(q, best)) or (lead is not None and lead < i)
 
+    def refine(i: int) -> bool:
+        """Lower subgraph ``i``'s bound with linear domination (:meth:`Screen.refined`); whether it changed."""
+        finer = quick[keys[i]].refined()
+        if finer is not None:
+            quick[keys[i]] = finer
+        return finer is not None
+
     def settled(i: int, best: list[float] | None, lead: int | None) -> bool:
-        """Whether subgraph ``i`` is derived or below ``best``; an open one is left with its finer bound
-        (:meth:`Screen.refined`), which orders the derivations."""
+        """Whether subgraph ``i`` is derived or below ``best`` (with the finer bound if the cheap one is not)."""
         if keys[i] in derived:
             return True
-        if best is not None and below(quick[keys[i]].values, i, best, lead):
-            return True
-        finer = quick[keys[i]].refined()      # the cheap bound did not settle it: lower it and try again
-        if finer is None:
+        if best is None:
             return False
-        quick[keys[i]] = finer
-        return best is not None and below(finer.values, i, best, lead)
+        return below(quick[keys[i]].values, i, best, lead) or (refine(i) and below(quick[keys[i]].values, i, best, lead))
+
+    def pick(open_: list[int]) -> int:
+        """The open subgraph with the largest finer bound at the middle S (first in order on ties), refining
+        in order of the current bounds only until none left can win (refining only lowers a bound)."""
+        def key(i):
+            return (quick[keys[i]].values[mid], -i)
+        top = None
+        for i in sorted(open_, key=key, reverse=True):
+            if top is not None and key(i) <= key(top):
+                break
+            refine(i)
+            if top is None or key(i) > key(top):
+                top = i
+        return top
 
     while True:
         progressed = False
@@ -323,7 +339,7 @@ def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
             lead = next((i for i, r in rows if all(a >= b * (1 - 1e-12) for a, b in zip(r, best))), None)
             open_ = [i for i in holders[A] if not settled(i, best, lead)]
             if open_:
-                derive(max(open_, key=lambda i: (quick[keys[i]].values[mid], -i)))
+                derive(pick(open_))
                 progressed = True
         if not progressed:
             break
