@@ -16,6 +16,7 @@ and noted.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import replace
 from fractions import Fraction
@@ -83,7 +84,14 @@ def split_cases(problem: SubProblem) -> list[SubProblem]:
     problem's arrays, statements, classes and work; its ``terms`` have one
     variable per side and no unions, its ``constraints`` the orders that
     make the chosen arguments the maxima, its ``case`` a readable label.
+    Computed once per problem (the unboundedness test, screening and the
+    derivation all split the same subgraph statements).
     """
+    return list(_split_cases(problem))
+
+
+@functools.lru_cache(maxsize=4096)
+def _split_cases(problem: SubProblem) -> tuple[SubProblem, ...]:
     sides = _side_keys(problem)
     unions = [n for n, t in enumerate(problem.terms) if t.kind == "union"]
     choices: list[tuple[str, object, list]] = []   # (kind, key, options)
@@ -105,7 +113,7 @@ def split_cases(problem: SubProblem) -> list[SubProblem]:
             choices.append(("union", n, [0]))
             dropped += 1
     if not choices:
-        return [problem]
+        return (problem,)
     free = {(kind, key) for kind, key, opts in choices if len(opts) == 1}   # past MAX_CASES
     out = []
     for combo in itertools.product(*[opts for _, _, opts in choices]):
@@ -149,4 +157,4 @@ def split_cases(problem: SubProblem) -> list[SubProblem]:
             notes = notes + (f"{dropped} max(…) bounded by their first argument only "
                              f"(more than {MAX_CASES} cases)",)
         out.append(replace(problem, terms=tuple(terms), constraints=tuple(cons), case=label, notes=notes))
-    return out
+    return tuple(out)

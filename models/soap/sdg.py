@@ -42,7 +42,7 @@ class SubProblem:
     arrays: tuple[str, ...]
     statements: tuple[str, ...]
     classes: tuple[str, ...]
-    members: dict
+    members: dict = field(hash=False)     # the classes' members: determined by the other fields
     work: tuple[tuple[str, tuple[str, ...]], ...]
     terms: tuple[Term, ...]
     notes: tuple[str, ...] = field(default=())

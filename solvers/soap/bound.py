@@ -410,6 +410,7 @@ def _subgraphs(sdg, max_subgraph):
     excluded later is kept, with its ρ over the subgraphs that remain)."""
     excluded: list[str] = []
     seen: dict[tuple, list[int]] = {}     # across rounds: most subgraphs recur unchanged
+    built: dict[tuple, SubProblem] = {}   # (arrays, their excluded writers) → the subgraph statement
     while True:
         gone = set(excluded)
         free = tuple(a for a in sdg.computed if all(st.name in gone for st in sdg.program.writers(a)))
@@ -421,8 +422,11 @@ def _subgraphs(sdg, max_subgraph):
             for H in sdg.connected_subsets(max_size=size, through=frozenset(free)):
                 read = {a.array for st in sdg.program.statements
                         if st.output.array in H and st.name not in gone for a in st.inputs}
-                out.append(subgraph_problem(sdg, tuple(H) + tuple(a for a in free if a in read),
-                                            exclude=frozenset(gone)))
+                arrays = tuple(H) + tuple(a for a in free if a in read)
+                cut = frozenset(st.name for a in arrays for st in sdg.program.writers(a) if st.name in gone)
+                if (arrays, cut) not in built:     # only the excluded writers of its arrays matter
+                    built[arrays, cut] = subgraph_problem(sdg, arrays, exclude=cut)
+                out.append(built[arrays, cut])
             new = [n for n in _unbounded(out, seen) if n not in gone]
             if new:
                 break

@@ -317,24 +317,19 @@ def _dominated(work: dict, access: dict, constraints) -> bool:
     ``μ ≥ 0`` and one constraint ``∏D^g ≤ 1`` (or none): then
     ``∏D^e ≥ ∏D^{−μg} ≥ 1``.
     """
-    keys = set(work) | set(access) | {v for g in constraints for v, _ in g}
-    e = {v: Fraction(access.get(v, 0)) - Fraction(work.get(v, 0)) for v in keys}
-    if all(x >= 0 for x in e.values()):
+    e = dict(access)
+    for v, x in work.items():
+        e[v] = e.get(v, 0) - x
+    short = {v: x for v, x in e.items() if x < 0}
+    if not short:
         return True
-    for g in constraints:
+    for g in constraints:          # μ ≥ -e_v/g_v where g_v > 0, μ ≤ e_v/(-g_v) where g_v < 0 (e_v = 0 off e)
         gd = dict(g)
-        lo, hi = Fraction(0), None
-        for v in keys:
-            gv = Fraction(gd.get(v, 0))
-            if gv > 0:
-                lo = max(lo, -e[v] / gv)
-            elif gv < 0:
-                cap = e[v] / -gv
-                hi = cap if hi is None else min(hi, cap)
-            elif e[v] < 0:
-                lo = None
-                break
-        if lo is not None and (hi is None or lo <= hi):
+        if any(gd.get(v, 0) <= 0 for v in short):
+            continue               # a short variable this row cannot lift
+        lo = max(Fraction(-x) / gd[v] for v, x in short.items())
+        caps = [Fraction(e.get(v, 0)) / -gv for v, gv in gd.items() if gv < 0]
+        if not caps or lo <= min(caps):
             return True
     return False
 

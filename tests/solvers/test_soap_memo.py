@@ -157,3 +157,33 @@ def test_iteration_counts_by_power_sums_equal_sympy_summation(soap_programs, dat
         for lp in reversed(stmt.loops):
             expr = sp.summation(expr, (lp.symbol, lp.lower, lp.upper - 1))
         assert fast is not None and str(fast) == str(sp.factor(sp.simplify(expr)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.tuples(
+    st.dictionaries(st.sampled_from("abcd"), st.integers(0, 2)),
+    st.dictionaries(st.sampled_from("abcd"), st.integers(1, 4)),
+    st.lists(st.dictionaries(st.sampled_from("abcd"), st.integers(-2, 2).filter(bool), min_size=1), max_size=3)))
+def test_domination_certificate_is_sound(case):
+    """relax._dominated(work, access, constraints) certifies ∏D^work ≤ ∏D^access for every |D| ≥ 1 with
+    ∏D^g ≤ 1 for each order row g: no D of a grid (log |D| in {0, 0.7, 2, 5} per variable) satisfying
+    the rows breaks a certified pair, and without rows the certificate is exact (every access exponent
+    ≥ the work's)."""
+    import itertools
+
+    from meshplan.solvers.soap.relax import _dominated
+
+    work, access, rows = case
+    access = {v: F(e, 2) for v, e in access.items()}
+    rows = [tuple(sorted((v, F(e)) for v, e in g.items())) for g in rows]
+    ok = _dominated({v: F(e) for v, e in work.items()}, access, tuple(rows))
+    if not rows:
+        assert ok == all(access.get(v, 0) >= e for v, e in work.items())
+    if ok:
+        for logs in itertools.product((0.0, 0.7, 2.0, 5.0), repeat=4):
+            logd = dict(zip("abcd", logs))
+            if any(sum(float(e) * logd[v] for v, e in g) > 1e-12 for g in rows):
+                continue
+            lw = sum(e * logd[v] for v, e in work.items())
+            la = sum(float(e) * logd[v] for v, e in access.items())
+            assert lw <= la + 1e-9, (logd, lw, la)
