@@ -87,14 +87,15 @@ class Sdg:
         """The vertices that are computed (not inputs)."""
         return tuple(v for v in self.vertices if v not in self.inputs)
 
-    def connected_subsets(self, max_size: int = 4, through=frozenset()):
+    def connected_subsets(self, max_size: int = 4, through=frozenset(), min_size: int = 1):
         """Sets of computed arrays connected by dataflow or shared inputs (the subgraphs ``H``).
 
         Fusing arrays that share no data cannot raise the intensity (the
         fast memory is split between them), so other subsets are skipped.
         Arrays in ``through`` are left out of the sets, and two arrays
         connected by a path through them count as adjacent (so every set
-        connected in the full graph, minus its ``through`` arrays, is listed).
+        connected in the full graph, minus its ``through`` arrays, is listed).  Sets of
+        ``min_size`` to ``max_size`` arrays, smaller ones first.
         """
         full = self.computed
         adj = {v: set() for v in full}
@@ -120,7 +121,7 @@ class Sdg:
             adj = contracted
         seen: set[frozenset] = set()
         out = []
-        for r in range(1, min(max_size, len(comp)) + 1):
+        for r in range(max(min_size, 1), min(max_size, len(comp)) + 1):
             for sub in itertools.combinations(comp, r):
                 s = frozenset(sub)
                 if s in seen:

@@ -69,19 +69,20 @@ def check_ranges(st: Statement, *, samples: int = 24) -> list[str]:
     rng = random.Random(5)
     params = sorted({p for lp in st.loops for e in (lp.lower, lp.upper) for p in e.free_symbols},
                     key=lambda x: x.name)
-    regimes = [{p: 1000 for p in params}] + [{p: rng.randint(10, 10**6) for p in params} for _ in range(samples)]
+    regimes = [{p: sp.Integer(1000) for p in params}] + [{p: sp.Integer(rng.randint(10, 10**6)) for p in params}
+                                                         for _ in range(samples)]
     notes = []
     for lp, lengths in _range_lengths(st):
         lengths = list(dict.fromkeys(lengths))   # constant bounds repeat one length at every vertex
         negative = [e for e in lengths if e.is_number and e < 0 or
-                    not e.is_number and any(float(e.subs(r)) < 0 for r in regimes)]
+                    not e.is_number and any(float(e.xreplace(r)) < 0 for r in regimes)]
         if not negative:
             continue
-        if all(any(float(e.subs(r)) < 0 for e in lengths) for r in regimes):
+        if all(any(float(e.xreplace(r)) < 0 for e in lengths) for r in regimes):
             raise ModelError(
                 f"statement {st.name}: the range of loop {lp.var} (range({lp.lower}, {lp.upper})) is empty "
                 f"with negative length for some iterations of the enclosing loops whatever the sizes "
-                f"(length {min(negative, key=lambda e: float(e.subs(regimes[0])))}); its iterations "
+                f"(length {min(negative, key=lambda e: float(e.xreplace(regimes[0])))}); its iterations "
                 "cannot be counted by a symbolic sum — bound the enclosing loops so that the range is "
                 "never reversed (e.g. iterate the outer variable only where the inner range is non-empty)")
         conds = sorted({f"{simplified(e)} >= 0" for e in negative if not e.is_number})
@@ -404,10 +405,12 @@ def _subgraphs(sdg, max_subgraph):
     up to :data:`ALL_SUBGRAPHS_UP_TO` arrays.
 
     The excluded set is a fixpoint: every subgraph of the final list has bounded work.  Each
-    round looks at single arrays first and enumerates every subgraph only when they exclude
-    nothing new; the final round always enumerates them all, so the order of the rounds only
-    decides which of two valid fixpoints is reached (a statement unbounded only next to one
-    excluded later is kept, with its ρ over the subgraphs that remain)."""
+    round goes through the subgraphs by size and starts the next round as soon as some
+    statement is newly unbounded (ludcmp's two are found among pairs); a subgraph statement
+    already tested is not tested again.  The final round goes through every subgraph, so the
+    order of the rounds only decides which of two valid fixpoints is reached (a statement
+    unbounded only next to one excluded later is kept, with its ρ over the subgraphs that
+    remain)."""
     excluded: list[str] = []
     seen: dict[tuple, list[int]] = {}     # across rounds: most subgraphs recur unchanged
     built: dict[tuple, SubProblem] = {}   # (arrays, their excluded writers) → the subgraph statement
@@ -417,17 +420,20 @@ def _subgraphs(sdg, max_subgraph):
         live = len(sdg.computed) - len(free)
         cap = max_subgraph if max_subgraph is not None else (
             live if live <= ALL_SUBGRAPHS_UP_TO else CAPPED_SUBGRAPH)
-        for size in dict.fromkeys((1, cap)):
-            out = []
-            for H in sdg.connected_subsets(max_size=size, through=frozenset(free)):
+        out: list[SubProblem] = []
+        new: list[str] = []
+        for size in range(1, cap + 1):
+            fresh = []
+            for H in sdg.connected_subsets(max_size=size, min_size=size, through=frozenset(free)):
                 read = {a.array for st in sdg.program.statements
                         if st.output.array in H and st.name not in gone for a in st.inputs}
                 arrays = tuple(H) + tuple(a for a in free if a in read)
                 cut = frozenset(st.name for a in arrays for st in sdg.program.writers(a) if st.name in gone)
                 if (arrays, cut) not in built:     # only the excluded writers of its arrays matter
                     built[arrays, cut] = subgraph_problem(sdg, arrays, exclude=cut)
+                    fresh.append(built[arrays, cut])
                 out.append(built[arrays, cut])
-            new = [n for n in _unbounded(out, seen) if n not in gone]
+            new = [n for n in _unbounded(fresh, seen) if n not in gone]   # a tested one adds nothing new
             if new:
                 break
         if not new:

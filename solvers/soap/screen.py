@@ -77,18 +77,23 @@ class Screen:
         """The bound on ρ at each of :data:`SAMPLE_S`."""
         return tuple(self.rho_at(s) for s in SAMPLE_S)
 
+    @functools.cached_property
+    def _constants(self) -> tuple[tuple[tuple[float, Fraction], ...], ...]:
+        """Per case, per statement ``(C_s, W_s)`` with ``C_s`` as a float (independent of S)."""
+        return tuple(tuple((_constant(ws, Ws), Ws) for ws, Ws in case) for case in self.cases)
+
     def rho_at(self, s: float) -> float:
         """The bound on ρ at fast memory ``s``."""
         W = float(self.exponent)
         best = 0.0
-        for n, case in enumerate(self.cases):
+        for n, case in enumerate(self._constants):
             if W <= 1:
-                val = sum(_constant(ws, Ws) for ws, Ws in case if Ws == 1)
+                val = sum(C for C, Ws in case if Ws == 1)
                 if self.linear and self.linear[n] is not None:
                     val = min(val, float(self.linear[n]))
             else:
                 x0 = W * s / (W - 1)
-                val = sum(_constant(ws, Ws) * x0 ** float(Ws) for ws, Ws in case) / (x0 - s)
+                val = sum(C * x0 ** float(Ws) for C, Ws in case) / (x0 - s)
             best = max(best, val)
         return best
 
