@@ -85,12 +85,17 @@ def _print(rep: dict) -> None:
     t = Table(title="subgraph statements (section 5.5.4)", show_lines=False)
     for col in ("H (arrays)", "statements", "ρ", "χ(X)", "X0", "tiles at X0", "method"):
         t.add_column(col)
-    for sg in rep["subgraphs"]:
+    shown = [sg for sg in rep["subgraphs"] if sg["method"] != "screened"]
+    for sg in shown:
         tiles = ", ".join(f"{c}={e}" for c, e in sg["tiles"].items()) or "-"
         t.add_row("{" + ", ".join(sg["arrays"]) + "}", " ".join(sg["statements"]), sg["rho"],
                   sg["chi"] or "-", sg["X0"], tiles,
                   sg["method"] + (f" ({len(sg['cases'])} cases)" if sg["cases"] else ""))
     con.print(t)
+    hidden = len(rep["subgraphs"]) - len(shown)
+    if hidden:
+        con.print(f"  + {hidden} screened subgraph{'s' * (hidden > 1)} not shown: a cheap upper bound on their ρ does "
+                  "not exceed the derived leader of any of their arrays (--json lists every subgraph)")
     con.print(f"  bound     Q ≥ {rep['bound']}")
     con.print(f"  leading   Q ≳ {rep['leading_term']}")
     con.print(f"  parallel  Q_p ≥ {rep['parallel_bound']}")

@@ -96,3 +96,20 @@ def test_json_lists_the_max_cases_of_the_thesis_convolution(cli):
     assert "Max(" in sg["access"]              # the access terms keep the max; the cases split it
     it = rep["integer_tiles"]
     assert it["integer_work"] >= it["rounded_work"]
+
+
+def test_table_shows_the_derived_subgraphs_and_counts_the_screened_ones(cli):
+    """The human table lists the derived subgraph statements; the screened ones are counted on one line,
+    and --json still lists every subgraph."""
+    code, out, err = cli("bound", str(EX / "gemver.py"))
+    assert code == 0, err
+    code, js, err = cli("bound", str(EX / "gemver.py"), "--json", "--no-tiles")
+    assert code == 0, err
+    subgraphs = json.loads(js)["subgraphs"]
+    screened = [sg for sg in subgraphs if sg["method"] == "screened"]
+    derived = [sg for sg in subgraphs if sg["method"] != "screened"]
+    assert screened and derived
+    assert f"+ {len(screened)} screened subgraph" in out
+    assert "│ screened" not in out and " screened  " not in out
+    for sg in derived:
+        assert "{" + ", ".join(sg["arrays"]) + "}" in out
