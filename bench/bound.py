@@ -1,5 +1,4 @@
-"""Benchmark of `meshplan bound`: derive the SOAP bound of every example in examples/loops/
-(and examples/loops/slow/, the kernels kept out of the example tests while they take > 2 s).
+"""Benchmark of `meshplan bound`: derive the SOAP bound of every example in examples/loops/.
 
     python bench/bound.py [--quick] [--markdown] [--no-schedule] [--only gemm,lu]
     python bench/bound.py --cli 3
@@ -104,7 +103,7 @@ def cli_times(runs: int) -> int:
 
     loops = ROOT / "examples" / "loops"
     rows = []
-    for path in sorted([*loops.glob("*.py"), *loops.glob("slow/*.py")], key=lambda p: p.stem):
+    for path in sorted(loops.glob("*.py"), key=lambda p: p.stem):
         walls, calib = [], []
         for _ in range(runs):
             t0 = time.perf_counter()
@@ -152,7 +151,7 @@ def main(argv=None) -> int:
 
     rows = []
     loops = ROOT / "examples" / "loops"
-    for path in sorted([*loops.glob("*.py"), *loops.glob("slow/*.py")], key=lambda p: p.stem):
+    for path in sorted(loops.glob("*.py"), key=lambda p: p.stem):
         for prog in parse_file(str(path)):
             if only and prog.name not in only and path.stem not in only:
                 continue

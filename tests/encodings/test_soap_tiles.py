@@ -25,11 +25,7 @@ def result(name):
     return p, analyze(p)
 
 
-#: examples whose analysis alone takes over half a minute on 2 cores (the fast subset skips them)
-SLOW = {"deriche", "ludcmp"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in EXAMPLES])
+@pytest.mark.parametrize("name", EXAMPLES)
 def test_integer_tiles_never_worse_than_rounding(name):
     p, res = result(name)
     values = {k: SIZES.get(k, 16 if k.startswith("T") else 200) for k in p.params}

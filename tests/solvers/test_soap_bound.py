@@ -143,11 +143,7 @@ def test_stencil_dimensions_give_the_expected_exponents():
         assert sp.limit(rho / S ** expo, S, sp.oo) > 0
 
 
-#: examples whose analysis alone takes over half a minute on 2 cores (the fast subset skips them)
-SLOW = {"deriche", "ludcmp"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in EXAMPLES])
+@pytest.mark.parametrize("name", EXAMPLES)
 def test_every_example_has_a_finite_positive_bound(name):
     r = result(name)
     vals = {sym(p): (8 if p.startswith("T") else 64) for p in r.program.params}
@@ -155,7 +151,7 @@ def test_every_example_has_a_finite_positive_bound(name):
     assert v > 0
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in EXAMPLES])
+@pytest.mark.parametrize("name", EXAMPLES)
 def test_chi_upper_bounds_every_integer_tile(name):
     """χ(X) ≥ the work of every integer box whose access terms fit in X (brute force)."""
     r = result(name)

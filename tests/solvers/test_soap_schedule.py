@@ -117,11 +117,7 @@ def _bound(res, params, memory):
 SMALL = {"NR": 3, "NS": 3, "NB": 2, "NC": 3, "NK": 3, "NH": 4, "NW": 4}
 
 
-#: examples whose analysis alone takes over half a minute on 2 cores (the fast subset skips them)
-SLOW = {"deriche", "ludcmp"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in EXAMPLES])
+@pytest.mark.parametrize("name", EXAMPLES)
 def test_bound_below_program_order_lru_io(name):
     p, res = result(name)
     params = {k: SMALL.get(k, 4 if k.startswith("T") else 7) for k in p.params}

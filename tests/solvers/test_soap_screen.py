@@ -25,7 +25,7 @@ EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
 #: examples with several subgraphs, fast enough to derive in full
 MULTI = ["atax", "two_mm", "three_mm", "softmax", "gemver", "mlp", "jacobi_1d", "fdtd_2d", "gramschmidt", "symm"]
 #: the ones where screening matters most (every subgraph derived takes seconds)
-HEAVY = ["durbin", "correlation", "covariance", "adi", "mlp3", "slow/ludcmp", "slow/deriche"]
+HEAVY = ["durbin", "correlation", "covariance", "adi", "mlp3", "ludcmp", "deriche"]
 
 
 def _program(name):
@@ -75,7 +75,7 @@ def test_screening_keeps_the_bound_of_the_large_examples(name):
 
 def test_ludcmp_derives_only_the_leading_candidates():
     """ludcmp: 112 subgraphs, of which about a third may lead an array; the rest are screened."""
-    r = analyze(_program("slow/ludcmp"))
+    r = analyze(_program("ludcmp"))
     screened = [it for it in r.subgraphs if it.method == "screened"]
     assert len(r.subgraphs) == 112 and 60 <= len(screened) < 112
     assert all("not derived" in it.notes[-1] for it in screened)
