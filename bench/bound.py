@@ -3,8 +3,9 @@
     python bench/bound.py [--quick] [--markdown] [--no-schedule] [--only gemm,lu]
     python bench/bound.py --cli 3
 
-``--cli RUNS``: only the wall time of ``meshplan bound FILE`` per example in a fresh interpreter (best of
-RUNS, beside a fixed calibration loop), written to bench/results/bound-cli.json.
+``--cli RUNS``: only the wall time of ``meshplan bound FILE`` per example in a fresh interpreter (best and
+median of RUNS round-robin runs, beside a fixed calibration loop, and the imports alone as the fixed
+cost), written to bench/results/bound-cli.json.
 
 For each kernel: the analysis time (parse + SDG + every subgraph's χ, X0, ρ +
 Theorem 5.1; measured after one warm-up run so sympy's caches are hot, and
@@ -96,31 +97,49 @@ def schedule_row(prog, res, time_limit: float) -> dict:
     return sc
 
 
-def cli_times(runs: int) -> int:
-    """``--cli``: the wall time of ``meshplan bound FILE`` in a fresh interpreter (best of ``runs``) for every
-    example, beside a fixed pure-Python loop timed at the same moments (the machine's speed varies)."""
+def cli_times(runs: int, only: set[str] | None = None) -> int:
+    """``--cli``: the wall time of ``meshplan bound FILE`` in a fresh interpreter for every example, best of
+    ``runs``.  The runs go round-robin over the examples (pass 1 runs each once, then pass 2, …), so a
+    slow spell of the shared machine hits one run of many examples, not every run of one; a fixed
+    pure-Python loop is timed after each run (the machine's speed), and the imports alone (interpreter,
+    sympy with ``sympy.physics.units``, which ``simplify`` imports, the SOAP modules, rich) are timed the
+    same way as the fixed cost every run pays."""
+    import statistics
     import subprocess
 
     loops = ROOT / "examples" / "loops"
-    rows = []
-    for path in sorted(loops.glob("*.py"), key=lambda p: p.stem):
-        walls, calib = [], []
-        for _ in range(runs):
+    paths = [p for p in sorted(loops.glob("*.py"), key=lambda p: p.stem) if not only or p.stem in only]
+    imports = [sys.executable, "-c", "import sympy.physics.units, rich.console, meshplan.cli, "
+               "meshplan.api.soap, meshplan.solvers.soap.bound, meshplan.solvers.soap.screen"]
+    commands = {"(imports only)": imports} | {
+        p.stem: [sys.executable, "-m", "meshplan", "bound", str(p)] for p in paths}
+    walls: dict[str, list[float]] = {k: [] for k in commands}
+    calib: dict[str, list[float]] = {k: [] for k in commands}
+    for n in range(runs):
+        for name, cmd in commands.items():
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "meshplan", "bound", str(path)], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, check=True, cwd=ROOT / "bench")
-            walls.append(time.perf_counter() - t0)
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=ROOT / "bench")
+            walls[name].append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             sum(range(10 ** 7))
-            calib.append(time.perf_counter() - t0)
-        rows.append({"kernel": path.stem, "file": str(path.relative_to(ROOT)), "cli_seconds": round(min(walls), 3),
-                     "calibration_seconds": round(min(calib), 3)})
-        print(f"{path.stem:22s} meshplan bound {min(walls):5.2f} s  (calibration loop {min(calib):.3f} s)", flush=True)
-    over = [r["kernel"] for r in rows if r["cli_seconds"] >= 2]
-    print(f"\n{len(rows)} examples; best of {runs} runs each; at or above 2 s: {', '.join(over) or 'none'}")
+            calib[name].append(time.perf_counter() - t0)
+        print(f"pass {n + 1}/{runs} done", file=sys.stderr, flush=True)
+    rows = []
+    for name in commands:
+        w = walls[name]
+        rows.append({"kernel": name, "cli_seconds": round(min(w), 3), "median_seconds": round(statistics.median(w), 3),
+                     "runs_seconds": [round(x, 3) for x in w], "calibration_seconds": [round(x, 3) for x in calib[name]]})
+        print(f"{name:22s} meshplan bound  best {min(w):5.2f} s  median {statistics.median(w):5.2f} s  "
+              f"(calibration loop {min(calib[name]):.3f}–{max(calib[name]):.3f} s)", flush=True)
+    examples = rows[1:]
+    over = [r["kernel"] for r in examples if r["cli_seconds"] >= 2]
+    every = [c for cs in calib.values() for c in cs]
+    print(f"\n{len(examples)} examples; best of {runs} round-robin runs each; at or above 2 s: {', '.join(over) or 'none'}; "
+          f"slowest best {max(r['cli_seconds'] for r in examples):.2f} s; imports alone {rows[0]['cli_seconds']:.2f} s; "
+          f"calibration loop {min(every):.3f}–{max(every):.3f} s")
     out = ROOT / "bench" / "results" / "bound-cli.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"runs": runs, "examples": rows}, indent=2))
+    out.write_text(json.dumps({"runs": runs, "order": "round-robin", "examples": rows}, indent=2))
     print(f"wrote {out.relative_to(ROOT)}")
     return 0
 
@@ -128,7 +147,8 @@ def cli_times(runs: int) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cli", type=int, metavar="RUNS", default=0,
-                    help="only time `meshplan bound FILE` in fresh processes, best of RUNS per example")
+                    help="only time `meshplan bound FILE` in fresh processes, best of RUNS round-robin runs per "
+                         "example (with --only: those examples)")
     ap.add_argument("--quick", action="store_true", help="analysis only (no CP-SAT tiles)")
     ap.add_argument("--markdown", action="store_true", help="also print the docs/bound.md table")
     ap.add_argument("--time-limit", type=float, default=5.0, help="CP-SAT time limit per kernel (s)")
@@ -138,9 +158,9 @@ def main(argv=None) -> int:
     ap.add_argument("--schedule-only", action="store_true",
                     help="one (cold) analysis and the schedule column; no CP-SAT tiles at the large sizes")
     args = ap.parse_args(argv)
-    if args.cli:
-        return cli_times(args.cli)
     only = {k for k in args.only.split(",") if k}
+    if args.cli:
+        return cli_times(args.cli, only)
 
     import sympy as sp
 
