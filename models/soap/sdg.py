@@ -29,8 +29,8 @@ import sympy as sp
 
 from meshplan.models.soap.access import Component, components
 from meshplan.models.loops.program import Program
-from meshplan.models.soap.terms import (Term, UnionFind, access_text, box, default_size, input_terms, simplified,
-                                        tile_symbol)
+from meshplan.models.soap.symbolic import simplified
+from meshplan.models.soap.terms import Term, UnionFind, access_text, box, default_size, input_terms, tile_symbol
 
 __all__ = ["Term", "SubProblem", "Sdg", "build_sdg", "subgraph_problem", "tile_symbol"]
 

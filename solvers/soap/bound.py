@@ -298,6 +298,7 @@ def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
     for k, q in quick.items():
         if q is None:
             derive(first[k])
+
     def below(q: list[float], i: int, best: list[float], lead: int | None) -> bool:
         if not all(a <= b * (1 + 1e-12) for a, b in zip(q, best)):
             return False
@@ -441,19 +442,18 @@ def _subgraphs(sdg, max_subgraph):
         excluded += new
 
 
-def _unbounded(problems: list[SubProblem], seen: dict | None = None) -> tuple[str, ...]:
+def _unbounded(problems: list[SubProblem], seen: dict) -> tuple[str, ...]:
     """Statements whose own work is unbounded (χ = ∞) in some subgraph or one of its max cases
     (per-statement intensity).  Decided from the exponent LPs alone, before any χ is derived: a
     case is unbounded exactly when one of its statements' LPs is (the relaxation's test), and a
-    fused iterated stencil (a pyramid) is bounded, so no subgraph is derived twice."""
+    fused iterated stencil (a pyramid) is bounded, so no subgraph is derived twice.  ``seen`` holds
+    the answers by :func:`canonical_key` (problems equal up to renaming: their work indices)."""
     from meshplan.models.soap.cases import has_max, split_cases
+    from meshplan.solvers.soap.memo import canonical_key
     from meshplan.solvers.soap.pyramid import pyramid_shape
     from meshplan.solvers.soap.relax import unbounded_statements
 
-    from meshplan.solvers.soap.memo import canonical_key
-
     out: list[str] = []
-    seen = {} if seen is None else seen   # problems equal up to renaming: their work indices
     for p in problems:
         key = canonical_key(p)
         if key not in seen:

@@ -339,7 +339,6 @@ def _dominated_key(work: tuple, access: tuple, constraints: tuple) -> bool:
     return _dominated(dict(work), dict(access), constraints)
 
 
-
 def linear_domination(problem: SubProblem):
     """``z`` with χ(X) ≤ z·X, from spreading each work monomial over access monomials ≥ it
     (once per access table, order constraints and work)."""
