@@ -2,7 +2,8 @@
 
 * :class:`ByteCounter` — the bytes one rank handed to MPI (``sent``) and the
   bytes of the receive buffers MPI filled for it (``received``), in total and
-  per phase (``with counter.phase("panel"): …``).
+  per phase (``with counter.phase("panel"): …``), and the bytes it stored into
+  other ranks' node-local staging (``shared``, :mod:`.shm`).
 * :class:`CountingComm` — wraps an mpi4py communicator; every buffer method a
   plan uses counts into a :class:`ByteCounter` and then calls the real method
   with the same arguments.  Counted methods: Allreduce, Reduce,
@@ -18,7 +19,8 @@
   or from per-rank colours and keys (:meth:`SubComms.split`); each returned
   communicator is a :class:`CountingComm` on the shared counter.  Every rank
   must ask for the same sub-communicators in the same order (``Split`` is
-  collective); :meth:`SubComms.free` releases them all.
+  collective); :meth:`SubComms.free` releases them all.  :meth:`SubComms.staging` is the
+  communicator's node-local shared staging memory (:mod:`.shm`), made on first use.
 
 What counts as a buffer's bytes: a numpy array (or any buffer) counts its
 ``nbytes``; an mpi4py buffer spec ``[array, counts, displs, datatype]`` counts
@@ -41,6 +43,7 @@ from typing import Any, Iterator
 import numpy as np
 from mpi4py import MPI
 
+from meshplan.exec.runtime.shm import NodeStaging
 from meshplan.models.core.collectives import Collective
 
 __all__ = ["ByteCounter", "CountingComm", "SubComms", "buffer_bytes", "alltoallw_bytes", "collective_call"]
@@ -78,11 +81,14 @@ def alltoallw_bytes(spec: Any) -> int:
 class ByteCounter:
     """Bytes one rank sent and received through every :class:`CountingComm` sharing this counter."""
 
-    __slots__ = ("sent", "received", "phases", "_phase")
+    __slots__ = ("sent", "received", "shared", "phases", "_phase")
 
     def __init__(self) -> None:
         self.sent = 0
         self.received = 0
+        #: bytes this rank stored into other ranks' node-local staging slots (:mod:`.shm`): data that
+        #: moved between ranks without being handed to MPI
+        self.shared = 0
         #: phase name -> [sent, received]; bytes outside any phase go under ``""``
         self.phases: dict[str, list[int]] = {}
         self._phase = ""
@@ -93,6 +99,9 @@ class ByteCounter:
         per = self.phases.setdefault(self._phase, [0, 0])
         per[0] += sent
         per[1] += received
+
+    def add_shared(self, nbytes: int) -> None:
+        self.shared += nbytes
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -108,7 +117,7 @@ class ByteCounter:
         return self.sent, self.received
 
     def to_json(self) -> dict[str, Any]:
-        return {"sent": self.sent, "received": self.received,
+        return {"sent": self.sent, "received": self.received, "shared": self.shared,
                 "phases": {k: {"sent": s, "received": r} for k, (s, r) in self.phases.items()}}
 
 
@@ -220,6 +229,14 @@ class SubComms:
         self.counter = ByteCounter() if counter is None else counter
         self.rank = self.comm.Get_rank()
         self._cache: dict[Any, CountingComm | None] = {}
+        self._staging = None
+
+    def staging(self):
+        """The communicator's :class:`~meshplan.exec.runtime.shm.NodeStaging` (made on the first call,
+        which is collective over the communicator; the same object afterwards)."""
+        if self._staging is None:
+            self._staging = NodeStaging(self.comm)
+        return self._staging
 
     def __len__(self) -> int:
         return len(self._cache)
@@ -253,10 +270,16 @@ class SubComms:
     def trim(self, limit: int = 256) -> None:
         """Free the cache if it holds more than ``limit`` communicators (collective)."""
         if len(self._cache) > limit:
-            self.free()
+            self._free_cache()
 
     def free(self) -> None:
-        """Free every cached communicator (collective: call it on every rank)."""
+        """Free every cached communicator and the staging memory (collective: call it on every rank)."""
+        self._free_cache()
+        if self._staging is not None:
+            self._staging.free()
+            self._staging = None
+
+    def _free_cache(self) -> None:
         for c in self._cache.values():
             if c is not None:
                 c.Free()

@@ -30,11 +30,13 @@ __all__ = ["handle"]
 
 
 def _row(ctx, name, prim, x, baseline, repeats, model_bytes, baseline_name=""):
-    before = ctx.counter.sent
+    before, before_shared = ctx.counter.sent, ctx.counter.shared
     buf = prim.forward(x)                     # this rank's output block (None if it has none), reused below
     sent = ctx.counter.sent - before
-    exact = ctx.world.allreduce(int(sent == model_bytes), op=MPI.MIN) == 1
+    shared = ctx.counter.shared - before_shared
+    exact = ctx.world.allreduce(int(sent + shared == model_bytes), op=MPI.MIN) == 1
     total = ctx.world.allreduce(sent)
+    total_shared = ctx.world.allreduce(shared)
     fns = {"meshplan": lambda: prim.forward(x, out=buf), "meshplan_new": lambda: prim.forward(x)}
     if baseline is not None:
         fns["mpi4py"] = baseline
@@ -44,7 +46,8 @@ def _row(ctx, name, prim, x, baseline, repeats, model_bytes, baseline_name=""):
     base = med.get("mpi4py")
     rel = lambda k: (med[k] / base) if base else None
     return {"primitive": name, "baseline": baseline_name, "lowering": getattr(getattr(prim, "lowering", None), "kind", "allreduce"),
-            "bytes_sent_total": int(total), "bytes_equal_model": bool(exact),
+            "bytes_sent_total": int(total), "bytes_shared_total": int(total_shared),
+            "bytes_equal_model": bool(exact),
             "time_s": med["meshplan"], "time_new_array_s": med["meshplan_new"], "baseline_s": base,
             "ratio": rel("meshplan"), "ratio_new_array": rel("meshplan_new"),
             "ratio_baseline_again": rel("mpi4py_again") if base else None}

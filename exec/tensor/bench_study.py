@@ -7,15 +7,21 @@ of the slowest rank}, "ratio": {variant: ms / ms of the Alltoallv}}``.  Every va
 primitive's output before timing.  Variants:
 
 * ``alltoallv``, ``alltoallv_again`` — the baseline (pre-packed boxes, no rearranging) and its A/A control;
-* ``primitive`` — ``Repartition.forward(x, out=)`` (each box packed just before its ``Isend``);
-* ``exchange_prepacked`` — the same ``Isend``/``Irecv`` pattern from boxes packed beforehand (no packing);
+* ``primitive`` — ``Repartition.forward(x, out=)`` (boxes through the node's staging window: each rank
+  stores its boxes into the receivers' slots, a node barrier, each copies its slots out);
+* ``primitive_packed`` — the same primitive built with node staging off (``exchange.STAGE_MIN = None``): each
+  box packed just before its ``Isend``;
+* ``exchange_prepacked`` — the ``Isend``/``Irecv`` pattern of ``primitive_packed`` from boxes packed
+  beforehand (no packing);
 * ``pack_only`` — the packing of the three remote boxes alone, no communication;
 * ``subarray_types`` / ``alltoallw`` — every box as a subarray datatype, through ``Isend`` / ``Alltoallw``;
 * ``one_buffer_pack`` — one numpy copy of every box (own included) into one buffer, then ``Isend`` s;
 * ``chunked4`` — each box in 4 row chunks, packing chunk k+1 while chunk k moves;
 * ``first_peer_type`` — the first peer's box as a datatype (its reads start at once), the others packed;
 * ``shared_window`` — outputs in an MPI shared-memory window, every rank writes its boxes straight into the
-  peers' outputs (one copy, no kernel), a barrier before and after (one node only).
+  peers' outputs (one copy, no kernel), a barrier before and after (one node only);
+* ``staging_put`` — ``primitive``'s two copies with ``MPI_Put`` of the strided box (a subarray datatype)
+  into the receiver's slot between two ``Win_fence`` s instead of numpy stores between barriers.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from mpi4py import MPI
 
 from meshplan.exec.runtime.rank import RankContext, rank_main
 from meshplan.exec.runtime.timing import time_interleaved
+from meshplan.exec.tensor import exchange as exchange_module
 from meshplan.exec.tensor.partition import Partition
 from meshplan.exec.tensor.primitives import Repartition
 
@@ -40,6 +47,11 @@ def handle(ctx: RankContext, job: dict) -> dict:
     b = m // N
     mk = lambda shape: Partition(shape, list(range(N)), comm=ctx.comm, comms=ctx.comms)
     rep = Repartition(mk((N, 1)), mk((1, N)), (m, m))
+    saved, exchange_module.STAGE_MIN = exchange_module.STAGE_MIN, None
+    try:
+        packed_rep = Repartition(mk((N, 1)), mk((1, N)), (m, m))      # the path before node staging
+    finally:
+        exchange_module.STAGE_MIN = saved
     x = np.random.default_rng(me).standard_normal((b, m))
     y = np.empty((m, b))
     ref = rep.forward(x)
@@ -96,9 +108,19 @@ def handle(ctx: RankContext, job: dict) -> dict:
         outs[me][me * b:(me + 1) * b] = box(me)
         node.Barrier()
 
+    def staging_put():
+        win.Fence()
+        for j in peers:
+            win.Put([x, 1, sub[j]], j, (me * per, per, D))
+        rows(me)[...] = box(me)
+        win.Fence()
+        for i in peers:
+            rows(i)[...] = outs[me][i * b:(i + 1) * b]
+
     a2av = lambda: comm.Alltoallv([sendb, counts, displs, D], [recvb, counts, displs, D])
     fns = {"alltoallv": a2av, "alltoallv_again": a2av,
            "primitive": lambda: rep.forward(x, out=y),
+           "primitive_packed": lambda: packed_rep.forward(x, out=y),
            "exchange_prepacked": lambda: exchange(lambda j: comm.Isend(packs[j], j, _TAG)),
            "pack_only": lambda: [np.copyto(packs[j], box(j)) for j in peers],
            "subarray_types": lambda: exchange(lambda j: comm.Isend([x, 1, sub[j]], j, _TAG)),
@@ -109,6 +131,7 @@ def handle(ctx: RankContext, job: dict) -> dict:
                                                else packed(j))}
     if shared:
         fns["shared_window"] = shared_window
+        fns["staging_put"] = staging_put
     for j in peers:                       # valid boxes for the variant that does not pack
         np.copyto(packs[j], box(j))
     wrong = []
@@ -132,6 +155,7 @@ def handle(ctx: RankContext, job: dict) -> dict:
     for d in list(sub.values()) + [whole]:
         d.Free()
     rep.close()
+    packed_rep.close()
     base = t["alltoallv"].median_s
     return {"np": N, "m": m, "box_bytes": per * 8,
             "ms": {k: v.median_s * 1e3 for k, v in t.items()},

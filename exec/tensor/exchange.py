@@ -13,22 +13,28 @@ deterministic, and the bytes handed to MPI are exactly the transfers' volumes.
 from __future__ import annotations
 
 import weakref
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from mpi4py import MPI
 from mpi4py.util.dtlib import from_numpy_dtype
 
+from meshplan.exec.runtime.shm import ALIGN, NodeStaging
 from meshplan.models.core.errors import ModelError
 from meshplan.models.tensor.partition import Box, box_shape, box_volume
 from meshplan.models.tensor.plans import Transfer
 
-__all__ = ["Exchange", "run_transfers", "reverse", "local_slices", "selection_type", "free_types", "PACK_LIMIT"]
+__all__ = ["Exchange", "run_transfers", "reverse", "local_slices", "selection_type", "free_types", "PACK_LIMIT",
+           "STAGE_MIN"]
 
 _TAG = 0x7E5
 
 #: strided send boxes up to this many bytes are packed by numpy (docs/tensor.md, "Benchmark")
 PACK_LIMIT = 2 << 20
+
+#: strided boxes of at least this many bytes (and at most :data:`PACK_LIMIT`) between ranks of one node go
+#: through node-local staging (None: never; docs/tensor.md, "Benchmark")
+STAGE_MIN: int | None = 64 << 10
 
 
 def local_slices(box: Box, origin: Sequence[int]) -> tuple[slice, ...]:
@@ -105,22 +111,27 @@ def _flat_range(t: Transfer, origin: Sequence[int], shape: Sequence[int]) -> tup
 
 class Exchange:
     """The transfers of one direction of a primitive, bound to this rank's arrays' boxes (construction is
-    local; :meth:`run` is collective over the ranks of the transfers).
+    collective over the communicator when ``staging`` is given and some box may be staged, local
+    otherwise; :meth:`run` is collective over the communicator).
 
     A box that is one contiguous stretch of its array is sent or received in place (a view: MPICH moves
-    large contiguous messages between processes in a single copy, CMA).  A strided box up to
-    :data:`PACK_LIMIT` bytes is packed by numpy into a preallocated buffer just before its ``Isend`` (peers
-    in rotated order, so packing the next box overlaps the previous message) — measured on this machine,
-    faster than handing MPICH the strided datatype, which loses the single-copy path; a larger strided box
-    goes as its MPI datatype (MPICH then pipelines pack and unpack through cache-sized cells, faster than a
-    pack buffer that no longer fits the cache).  A strided box is received through its MPI datatype.  An adding exchange
-    receives into one preallocated buffer and adds in plan order.
+    large contiguous messages between processes in a single copy, CMA).  A strided send box of
+    :data:`STAGE_MIN` to :data:`PACK_LIMIT` bytes to a rank of the same node goes through the
+    communicator's node-local staging (:mod:`meshplan.exec.runtime.shm`, when ``staging`` is given): the
+    sender stores it into a slot of the receiver's shared segment, the receiver copies it out after a
+    node barrier — two user-space copies, measured faster on this machine than a numpy pack plus
+    MPICH's kernel-assisted read or a strided datatype (docs/tensor.md, "Benchmark").  Otherwise a
+    strided send box up to :data:`PACK_LIMIT` bytes is packed by numpy into a preallocated buffer just
+    before its ``Isend`` (peers in rotated order); a larger one goes as its MPI datatype (MPICH then
+    pipelines pack and unpack through cache-sized cells).  A strided box is received through its MPI
+    datatype.  An adding exchange receives into one preallocated buffer (or its staging slot) and adds
+    in plan order.
 
     The committed datatypes are freed by :meth:`free`, or when the exchange is garbage-collected
     (``weakref.finalize``), whichever comes first."""
 
     def __init__(self, comm, transfers: Sequence[Transfer], src_box: Box | None, dst_box: Box | None, dtype,
-                 *, add: bool) -> None:
+                 *, add: bool, staging: Callable[[], NodeStaging] | None = None) -> None:
         self.comm, self.add = comm, add
         self.dtype = np.dtype(dtype)
         me, size = comm.Get_rank(), comm.Get_size()
@@ -133,15 +144,22 @@ class Exchange:
         #: the committed datatypes this exchange owns (freed once, by :meth:`free` or the finalizer)
         self.types: list[MPI.Datatype] = []
         self._finalizer = weakref.finalize(self, free_types, self.types)
+        self._counter = getattr(comm, "counter", None)
+        staged, self.staging = self._staged(comm, transfers, so, sshape, staging)
+        slots = self._slots(transfers, staged) if staged else {}
+        #: whether :meth:`run` synchronises this node (some staged box has both ends on it)
+        self.sync = bool(staged) and any(self.staging.same_node(transfers[i].src, me) for i in staged)
         typ = lambda shape, t, origin: self._own(selection_type(base, shape, _local_runs(t, origin)))
         into_me, rvol = 0, 0
-        for t in transfers:
+        for i, t in enumerate(transfers):
             if t.volume == 0:
                 continue
             if t.dst == me:
                 into_me += t.volume
             if t.src == me and t.dst == me:
                 self.local.append((_index(t, so), _index(t, do)))
+            elif t.src == me and i in staged:
+                sends.append((t.dst, ("stage", _index(t, so), slots[i], _selected_shape(t))))
             elif t.src == me:
                 flat = _flat_range(t, so, sshape)
                 if flat is not None:
@@ -150,6 +168,8 @@ class Exchange:
                     sends.append((t.dst, ("pack", _index(t, so), np.empty(_selected_shape(t), self.dtype))))
                 else:
                     sends.append((t.dst, ("type", typ(sshape, t, so))))
+            elif t.dst == me and i in staged:
+                self.recvs.append((t.src, ("stage", slots[i], _selected_shape(t)), _index(t, do)))
             elif t.dst == me and add:
                 self.recvs.append((t.src, ("buf", rvol, _selected_shape(t)), _index(t, do)))
                 rvol += t.volume
@@ -163,6 +183,56 @@ class Exchange:
         self._rbuf = np.empty(rvol, dtype=self.dtype) if add else None
         #: whether a copying exchange writes every element of the output (then it needs no initial fill)
         self.covers = (not add) and dst_box is not None and into_me == box_volume(dst_box)
+        self._slot_views = None
+
+    def _staged(self, comm, transfers, so, sshape, staging):
+        """The indices of the transfers that go through node-local staging — the sends a rank would
+        otherwise pack — the same set on every rank (each rank says which of its own send boxes are
+        strided; one ``allgather``), and the staging."""
+        if staging is None or STAGE_MIN is None:
+            return frozenset(), None
+        item = self.dtype.itemsize
+        cand = [i for i, t in enumerate(transfers)
+                if t.volume and t.src != t.dst and STAGE_MIN <= t.volume * item <= PACK_LIMIT]
+        if not cand:
+            return frozenset(), None
+        st = staging()
+        cand = [i for i in cand if st.same_node(transfers[i].src, transfers[i].dst)]
+        if not cand:
+            return frozenset(), st
+        me = comm.Get_rank()
+        mine = [i for i in cand if transfers[i].src == me and _flat_range(transfers[i], so, sshape) is None]
+        return frozenset(i for got in comm.allgather(mine) for i in got), st
+
+    def _slots(self, transfers, staged) -> dict[int, int]:
+        """Byte offset of each staged transfer in its receiver's segment (plan order, aligned); reserves
+        the largest segment any rank of this node needs (the same size on every rank of the node)."""
+        st, item = self.staging, self.dtype.itemsize
+        ends: dict[int, int] = {}
+        slots = {}
+        for i in sorted(staged):
+            t = transfers[i]
+            off = ends.get(t.dst, 0)
+            slots[i] = off
+            ends[t.dst] = off + -(-t.volume * item // ALIGN) * ALIGN
+        me = self.comm.Get_rank()
+        st.reserve(max((n for r, n in ends.items() if st.same_node(r, me)), default=0))
+        return slots
+
+    def _views(self) -> dict:
+        """The staging slots this rank stores into and copies out of, as arrays (rebuilt when the
+        staging window has grown since)."""
+        st = self.staging
+        if st is None or not self.sync:
+            return {}
+        if self._slot_views is None or self._slot_views[0] != st.generation:
+            me = self.comm.Get_rank()
+            views = {("send", k): st.slot(peer, what[1], what[2], self.dtype)
+                     for k, (peer, (how, *what)) in enumerate(self.sends) if how == "stage"}
+            views.update({("recv", k): st.slot(me, where[0], where[1], self.dtype)
+                          for k, (_, (how, *where), _) in enumerate(self.recvs) if how == "stage"})
+            self._slot_views = (st.generation, views)
+        return self._slot_views[1]
 
     def _own(self, t: MPI.Datatype) -> MPI.Datatype:
         self.types.append(t)
@@ -180,6 +250,8 @@ class Exchange:
             raise ModelError("this exchange was freed (close() or free()); build a new one")
         reqs = []
         for peer, (how, *where), _ in self.recvs:
+            if how == "stage":
+                continue
             if how == "buf":
                 off, shape = where
                 reqs.append(self.comm.Irecv(self._rbuf[off:off + int(np.prod(shape))], peer, _TAG))
@@ -188,9 +260,17 @@ class Exchange:
                 reqs.append(self.comm.Irecv(dst.reshape(-1)[off:off + cnt], peer, _TAG))
             else:
                 reqs.append(self.comm.Irecv([dst, 1, where[0]], peer, _TAG))
+        views = self._views()
+        if self.sync:
+            self.staging.sync()        # every rank of the node has copied out of its slots: they are free
         flat_src = None if src is None else src.reshape(-1)
-        for peer, (how, *what) in self.sends:
-            if how == "flat":
+        for k, (peer, (how, *what)) in enumerate(self.sends):
+            if how == "stage":
+                slot = views[("send", k)]
+                np.copyto(slot, src[what[0]])
+                if self._counter is not None:
+                    self._counter.add_shared(slot.nbytes)
+            elif how == "flat":
                 off, cnt = what
                 reqs.append(self.comm.Isend(flat_src[off:off + cnt], peer, _TAG))
             elif how == "pack":
@@ -204,11 +284,22 @@ class Exchange:
                 dst[di] += src[si]
             else:
                 dst[di] = src[si]
+        if self.sync:
+            self.staging.sync()        # every staged box of the node is stored
         if reqs:
             MPI.Request.Waitall(reqs)
-        if self.add:
-            for _, (_, off, shape), di in self.recvs:
-                dst[di] += self._rbuf[off:off + int(np.prod(shape))].reshape(shape)
+        for k, (_, (how, *where), di) in enumerate(self.recvs):      # plan order: sums are deterministic
+            if how == "stage":
+                got = views[("recv", k)]
+            elif how == "buf":
+                off, shape = where
+                got = self._rbuf[off:off + int(np.prod(shape))].reshape(shape)
+            else:
+                continue
+            if self.add:
+                dst[di] += got
+            else:
+                dst[di] = got
 
     def free(self) -> None:
         """Release the committed datatypes (idempotent; the exchange cannot run afterwards)."""

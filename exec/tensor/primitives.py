@@ -79,9 +79,11 @@ class _Moves(_Closing):
         self.add_forward = add_forward
         self.lowering = transfers_lowering() if lowering is None else lowering
         if self.lowering.kind == "transfers":
-            self._fwd = Exchange(self.comm, self.transfers, in_box, out_box, self.dtype, add=add_forward)
+            self._fwd = Exchange(self.comm, self.transfers, in_box, out_box, self.dtype, add=add_forward,
+                                 staging=P.comms.staging)
             self._adj = Exchange(self.comm, reverse(self.transfers), out_box, in_box, self.dtype,
-                                 add=(not add_forward) if add_adjoint is None else add_adjoint)
+                                 add=(not add_forward) if add_adjoint is None else add_adjoint,
+                                 staging=P.comms.staging)
         else:
             self._fwd = GroupCollective(P.comms, self.lowering, self.me, self.dtype)
             self._adj = self._fwd.dual()

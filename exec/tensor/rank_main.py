@@ -2,7 +2,8 @@
 
 JOB: ``{"suite": "all" | "adjoint" | "layers", "only": [case-name prefix, …] (optional), "seed": 0,
 "pack_limit": bytes (optional: the exchange's packing threshold, 0 sends every strided box as an MPI
-datatype)}``; rank 0
+datatype), "stage_min": bytes or null (optional: the exchange's node-staging threshold, 0 stages every
+strided send box up to ``pack_limit`` between ranks of one node, null stages none)}``; rank 0
 prints ``{"np": N, "cases": [verdict, …]}`` (see :mod:`meshplan.exec.tensor.suite`).
 
 Test hook ``"bad_input": {"rank": r, "op": "forward" | "adjoint"}``: rank ``r`` alone hands a halo exchange a
@@ -10,8 +11,9 @@ block of the wrong shape, raising inside the primitive while the other ranks are
 job must abort with one error, not hang.
 
 Test hook ``"resources": true``: instead of the suite, check that primitives and layers free their committed
-MPI datatypes — on ``close()``, on leaving a ``with`` block and on garbage collection — and that a closed
-primitive refuses to run; rank 0 prints ``{"np": N, "resources": {check: bool agreed by every rank}}``."""
+MPI datatypes — on ``close()``, on leaving a ``with`` block and on garbage collection — that a closed
+primitive refuses to run, and that a primitive built before the node staging window grew still moves its
+boxes correctly afterwards; rank 0 prints ``{"np": N, "resources": {check: bool agreed by every rank}}``."""
 
 from __future__ import annotations
 
@@ -86,9 +88,46 @@ def _resources(ctx: RankContext) -> dict:
         ok = live(ts) if N > 1 else True
         conv.close()
         checks["layer_close_frees"] = ok and null(ts)
+        checks["staging_survives_growth"] = _staging_growth(ctx, part) if N > 1 else True
     finally:
         exchange.PACK_LIMIT = saved
     return {k: ctx.world.allreduce(bool(v), op=MPI.LAND) for k, v in checks.items()}
+
+
+def _staging_growth(ctx: RankContext, part) -> bool:
+    """A transpose repartition staged through the node window, run again after a larger one has grown the
+    window (its slot views must be rebuilt), against the same repartition sent through MPI."""
+    import numpy as np
+
+    from meshplan.exec.tensor import exchange
+    from meshplan.exec.tensor.primitives import Repartition
+
+    N = ctx.size
+    saved = exchange.STAGE_MIN, exchange.PACK_LIMIT
+    exchange.PACK_LIMIT = 2 << 20
+    try:
+        exchange.STAGE_MIN = None
+        plain = Repartition(part((N, 1)), part((1, N)), (4 * N, 4 * N))
+        exchange.STAGE_MIN = 0
+        small = Repartition(part((N, 1)), part((1, N)), (4 * N, 4 * N))
+        x = np.arange(16.0 * N).reshape(4, 4 * N) + 100 * ctx.rank
+        first = small.forward(x)
+        staging = ctx.comms.staging()
+        before = staging.generation, staging.capacity
+        big = Repartition(part((N, 1)), part((1, N)), (64 * N, 64 * N))
+        big.forward(np.ones((64, 64 * N)))
+        grew = staging.generation > before[0] and staging.capacity > before[1]
+        ok = grew and small._fwd.sync and np.array_equal(first, plain.forward(x)) \
+            and np.array_equal(small.forward(x), plain.forward(x)) \
+            and np.array_equal(small.adjoint(first), plain.adjoint(first))
+        # every slot the small one stores into or copies out of lies in the live window, not the freed one
+        live = [(a, a + staging.capacity) for a in (staging.segment(r).ctypes.data for r in range(N))]
+        addr = lambda v: v.__array_interface__["data"][0]
+        ok = ok and all(any(lo <= addr(v) and addr(v) + v.nbytes <= hi for lo, hi in live)
+                        for v in small._fwd._views().values())
+    finally:
+        exchange.STAGE_MIN, exchange.PACK_LIMIT = saved
+    return ok
 
 
 def handle(ctx: RankContext, job: dict) -> dict:
@@ -96,9 +135,11 @@ def handle(ctx: RankContext, job: dict) -> dict:
         return {"np": ctx.size, "resources": _resources(ctx)}
     if job.get("bad_input"):
         _bad_input(ctx, job["bad_input"])
-    if "pack_limit" in job:
+    if "pack_limit" in job or "stage_min" in job:
         from meshplan.exec.tensor import exchange
-        exchange.PACK_LIMIT = int(job["pack_limit"])
+        exchange.PACK_LIMIT = int(job.get("pack_limit", exchange.PACK_LIMIT))
+        if "stage_min" in job:
+            exchange.STAGE_MIN = None if job["stage_min"] is None else int(job["stage_min"])
     suite = job.get("suite", "all")
     only = tuple(job.get("only") or ())
     keep = (lambda c: not only or c["name"].startswith(only))

@@ -59,9 +59,10 @@ def _adjoint_case(ctx, case, seed: int) -> dict:
         in_shape, out_shape = prim.in_shape, prim.out_shape
     x = None if in_shape is None else rng.standard_normal(in_shape)
     y = None if out_shape is None else rng.standard_normal(out_shape)
-    before = ctx.counter.sent
+    before, before_shared = ctx.counter.sent, ctx.counter.shared
     fx = prim.forward(x)
     sent = ctx.counter.sent - before
+    shared = ctx.counter.shared - before_shared
     fty = prim.adjoint(y)
     if isinstance(prim, AllSumReduce):
         want = prim.bytes_sent(0 if x is None else x.nbytes).get(ctx.rank, 0)
@@ -72,10 +73,11 @@ def _adjoint_case(ctx, case, seed: int) -> dict:
     tot = ctx.world.allreduce(local, op=MPI.SUM)
     denom = max(np.sqrt(tot[2] * tot[3]), np.sqrt(tot[4] * tot[5]))
     rel = abs(tot[0] - tot[1]) / denom if denom > 0 else abs(tot[0] - tot[1])
-    bytes_ok = ctx.world.allreduce(int(sent == want), op=MPI.MIN) == 1
+    bytes_ok = ctx.world.allreduce(int(sent + shared == want), op=MPI.MIN) == 1
     sent_all = ctx.world.gather(int(sent), root=0)
+    shared_all = ctx.world.gather(int(shared), root=0)
     return {"name": case["name"], "kind": case["kind"], "ok": bool(rel <= ADJOINT_TOL and bytes_ok),
-            "rel_error": float(rel), "bytes_exact": bytes_ok, "bytes_sent": sent_all}
+            "rel_error": float(rel), "bytes_exact": bytes_ok, "bytes_sent": sent_all, "bytes_shared": shared_all}
 
 
 def _errs(pairs) -> dict:
