@@ -119,7 +119,8 @@ class Exchange:
     :data:`STAGE_MIN` to :data:`PACK_LIMIT` bytes to a rank of the same node goes through the
     communicator's node-local staging (:mod:`meshplan.exec.runtime.shm`, when ``staging`` is given): the
     sender stores it into a slot of the receiver's shared segment, the receiver copies it out after a
-    node barrier — two user-space copies, measured faster on this machine than a numpy pack plus
+    node barrier (one per call: consecutive calls alternate between two halves of the segments) — two
+    user-space copies, measured faster on this machine than a numpy pack plus
     MPICH's kernel-assisted read or a strided datatype (docs/tensor.md, "Benchmark").  Otherwise a
     strided send box up to :data:`PACK_LIMIT` bytes is packed by numpy into a preallocated buffer just
     before its ``Isend`` (peers in rotated order); a larger one goes as its MPI datatype (MPICH then
@@ -220,19 +221,22 @@ class Exchange:
         return slots
 
     def _views(self) -> dict:
-        """The staging slots this rank stores into and copies out of, as arrays (rebuilt when the
-        staging window has grown since)."""
+        """The staging slots this rank stores into and copies out of in this call (the staging's current
+        half), as arrays (rebuilt when the staging window has grown since)."""
         st = self.staging
         if st is None or not self.sync:
             return {}
         if self._slot_views is None or self._slot_views[0] != st.generation:
             me = self.comm.Get_rank()
-            views = {("send", k): st.slot(peer, what[1], what[2], self.dtype)
-                     for k, (peer, (how, *what)) in enumerate(self.sends) if how == "stage"}
-            views.update({("recv", k): st.slot(me, where[0], where[1], self.dtype)
-                          for k, (_, (how, *where), _) in enumerate(self.recvs) if how == "stage"})
-            self._slot_views = (st.generation, views)
-        return self._slot_views[1]
+            halves = []
+            for h in (0, 1):
+                views = {("send", k): st.slot(peer, what[1], what[2], self.dtype, h)
+                         for k, (peer, (how, *what)) in enumerate(self.sends) if how == "stage"}
+                views.update({("recv", k): st.slot(me, where[0], where[1], self.dtype, h)
+                              for k, (_, (how, *where), _) in enumerate(self.recvs) if how == "stage"})
+                halves.append(views)
+            self._slot_views = (st.generation, halves)
+        return self._slot_views[1][st.half]
 
     def _own(self, t: MPI.Datatype) -> MPI.Datatype:
         self.types.append(t)
@@ -261,8 +265,6 @@ class Exchange:
             else:
                 reqs.append(self.comm.Irecv([dst, 1, where[0]], peer, _TAG))
         views = self._views()
-        if self.sync:
-            self.staging.sync()        # every rank of the node has copied out of its slots: they are free
         flat_src = None if src is None else src.reshape(-1)
         for k, (peer, (how, *what)) in enumerate(self.sends):
             if how == "stage":
@@ -285,7 +287,7 @@ class Exchange:
             else:
                 dst[di] = src[si]
         if self.sync:
-            self.staging.sync()        # every staged box of the node is stored
+            self.staging.publish()     # every staged box of the node is stored
         if reqs:
             MPI.Request.Waitall(reqs)
         for k, (_, (how, *where), di) in enumerate(self.recvs):      # plan order: sums are deterministic

@@ -121,7 +121,7 @@ def _staging_growth(ctx: RankContext, part) -> bool:
             and np.array_equal(small.forward(x), plain.forward(x)) \
             and np.array_equal(small.adjoint(first), plain.adjoint(first))
         # every slot the small one stores into or copies out of lies in the live window, not the freed one
-        live = [(a, a + staging.capacity) for a in (staging.segment(r).ctypes.data for r in range(N))]
+        live = [(a, a + 2 * staging.capacity) for a in (staging.segment(r).ctypes.data for r in range(N))]
         addr = lambda v: v.__array_interface__["data"][0]
         ok = ok and all(any(lo <= addr(v) and addr(v) + v.nbytes <= hi for lo, hi in live)
                         for v in small._fwd._views().values())
