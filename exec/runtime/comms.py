@@ -8,7 +8,7 @@
   plan uses counts into a :class:`ByteCounter` and then calls the real method
   with the same arguments.  Counted methods: Allreduce, Reduce,
   Reduce_scatter_block, Reduce_scatter, Allgather, Allgatherv, Gather, Gatherv,
-  Scatter, Scatterv, Bcast, Alltoall, Alltoallv, Alltoallw, Send, Recv, Sendrecv,
+  Scatter, Scatterv, Bcast, Ibcast, Alltoall, Alltoallv, Alltoallw, Send, Recv, Sendrecv,
   Isend, Irecv.  Everything else (Barrier, the lower-case pickling methods, Get_rank…)
   passes through uncounted: it is control traffic, not the plan's data.
 * :func:`collective_call` — one of the collectives of
@@ -190,6 +190,10 @@ class CountingComm:
     def Bcast(self, buf, root: int = 0) -> None:
         at_root = self.rank == root
         self._call("Bcast", buf if at_root else None, None if at_root else buf, buf, root)
+
+    def Ibcast(self, buf, root: int = 0):
+        at_root = self.rank == root
+        return self._call("Ibcast", buf if at_root else None, None if at_root else buf, buf, root)
 
     # point to point
     def Send(self, buf, dest: int, tag: int = 0) -> None:

@@ -8,7 +8,9 @@ and the ratio of its two medians (an A/A control) shows how far noise alone move
 JOB ``{"sizes": [1048576, …], "repeats": 7}``; rank 0 prints ``{"np", "rows": [...]}``.
 
 Pairs: AllSumReduce vs ``Allreduce``; Repartition ``N×1 → 1×N`` (a transpose) vs ``Alltoallv`` of a
-pre-packed buffer (no rearranging at all) and vs numpy's transpose into that buffer + ``Alltoallv``; Broadcast ``1 → N`` vs ``Bcast``; SumReduce ``N → 1`` vs ``Reduce``; AllGather vs
+pre-packed buffer (no rearranging at all) and vs numpy's transpose into that buffer + ``Alltoallv``, and the
+same repartition built with node staging off (``exchange.STAGE_MIN = None``: the packing path) vs the
+pre-packed ``Alltoallv``; Broadcast ``1 → N`` vs ``Bcast``; SumReduce ``N → 1`` vs ``Reduce``; AllGather vs
 ``Allgather``; ReduceScatter vs ``Reduce_scatter_block``; HaloExchange (kernel 5, feature dimension over N
 ranks) vs the same exchange written by hand (copy into the extended array, ``Isend``/``Irecv`` of the edges);
 AllGather of unequal blocks (rank 0 holds one more element: point-to-point transfers) vs ``Allgatherv`` (at
@@ -22,6 +24,7 @@ from mpi4py import MPI
 
 from meshplan.exec.runtime.rank import RankContext, rank_main
 from meshplan.exec.runtime.timing import time_interleaved
+from meshplan.exec.tensor import exchange
 from meshplan.exec.tensor.partition import Partition
 from meshplan.exec.tensor.primitives import (AllGather, AllSumReduce, Broadcast, HaloExchange, ReduceScatter,
                                              Repartition, SumReduce)
@@ -102,6 +105,15 @@ def handle(ctx: RankContext, job: dict) -> dict:
             a2av()
         r = _row(ctx, "Repartition", rep, xr, pack_a2av, repeats, model, "numpy pack + Alltoallv")
         rows.append({"bytes_per_rank": xr.nbytes, **r})
+        # the same repartition with node staging off (each strided box packed, then a CMA read)
+        saved, exchange.STAGE_MIN = exchange.STAGE_MIN, None
+        try:
+            unstaged = Repartition(mk((N, 1), allr), mk((1, N), allr), g)
+        finally:
+            exchange.STAGE_MIN = saved
+        r = _row(ctx, "Repartition, staging off", unstaged, xr, a2av, repeats, model, "Alltoallv (pre-packed)")
+        rows.append({"bytes_per_rank": xr.nbytes, **r})
+        unstaged.close()
         # broadcast 1 -> N and sum-reduce N -> 1 of an n-vector
         b = Broadcast(mk((1,), [0]), mk((N,), allr), (n,))
         xb = rng.standard_normal(n) if me == 0 else None

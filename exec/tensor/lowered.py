@@ -6,7 +6,9 @@ Each runner is built collectively (every rank of the communicator, in the same o
 sub-communicators come from ``Comm.Split`` through the runtime's :class:`SubComms` cache) and its
 ``run(x, y)`` reads this rank's input block ``x`` and writes its output block ``y`` (C-contiguous,
 None where the rank has none) straight through MPI: no packing, no intermediate copies.  A group of
-one rank is a local copy.  ``dual()`` is the adjoint's runner on the same groups (broadcast ↔ reduce,
+one rank is a local copy.  A broadcast is an ``Ibcast`` on every member, so the root's copy of its block
+into its own output overlaps the broadcast (a blocking ``Bcast`` and then the copy measured 1.15–1.39× a
+plain ``Bcast`` at 16 MiB on 4 ranks, the overlapped one 0.89–1.15×).  ``dual()`` is the adjoint's runner on the same groups (broadcast ↔ reduce,
 all-gather ↔ reduce-scatter).
 """
 
@@ -56,13 +58,14 @@ class GroupCollective:
             return
         sub = self.sub
         if self.kind == "bcast":                   # root = position 0 hands x; receivers get y
-            if self.pos == 0:
-                if sub is not None:
-                    sub.Bcast(x, 0)
+            if self.pos == 0:                      # its own copy overlaps the broadcast (Ibcast, all members)
+                req = None if sub is None else sub.Ibcast(x, 0)
                 if y is not None:
                     np.copyto(y, x)
+                if req is not None:
+                    req.Wait()
             else:
-                sub.Bcast(y, 0)
+                sub.Ibcast(y, 0).Wait()
         elif self.kind == "reduce":                # root = position 0 gets the sum in y
             if sub is None:
                 np.copyto(y, x)
