@@ -1,6 +1,6 @@
 """MPI program of ``bench/tensor.py --repartition-study``: ways to run the transpose repartition
 ``N×1 → 1×N`` of an (m, m) float64 matrix, side by side with a pre-packed ``Alltoallv`` in one launch
-(docs/tensor.md, "Why the transpose repartition misses at 4 MiB").
+(docs/tensor.md, "The transpose repartition: from packing to node staging").
 
 JOB ``{"size": 4194304, "repeats": 25}`` (bytes per rank); rank 0 prints ``{"np", "m", "ms": {variant: median
 of the slowest rank}, "ratio": {variant: ms / ms of the Alltoallv}}``.  Every variant is checked against the
