@@ -4,7 +4,10 @@ JOB: ``{"suite": "all" | "adjoint" | "layers", "only": [case-name prefix, …] (
 "pack_limit": bytes (optional: the exchange's packing threshold, 0 sends every strided box as an MPI
 datatype), "stage_min": bytes or null (optional: the exchange's node-staging threshold, 0 stages every
 strided send box up to ``pack_limit`` between ranks of one node, null stages none)}``; rank 0
-prints ``{"np": N, "cases": [verdict, …]}`` (see :mod:`meshplan.exec.tensor.suite`).
+prints ``{"np": N, "cases": [verdict, …]}`` (see :mod:`meshplan.exec.tensor.suite`).  Without
+``stage_min`` or ``pack_limit``, the primitive cases run a second time with every strided send box between ranks of one node
+staged (verdicts named ``staged:<case>``): the suite's boxes are below the staging threshold, and a check
+on a new cluster should cover the path large boxes take.
 
 Test hook ``"bad_input": {"rank": r, "op": "forward" | "adjoint"}``: rank ``r`` alone hands a halo exchange a
 block of the wrong shape, raising inside the primitive while the other ranks are already exchanging — the
@@ -146,7 +149,24 @@ def handle(ctx: RankContext, job: dict) -> dict:
     adj = [c for c in adjoint_cases(ctx.size) if keep(c)] if suite in ("all", "adjoint") else []
     lay = [c for c in layer_cases(ctx.size) if keep(c)] if suite in ("all", "layers") else []
     errors = suite == "all" and not only
-    return {"np": ctx.size, "cases": run_suite(ctx, adj, lay, int(job.get("seed", 0)), errors=errors)}
+    seed = int(job.get("seed", 0))
+    cases = run_suite(ctx, adj, lay, seed, errors=errors)
+    if adj and "stage_min" not in job and "pack_limit" not in job:
+        cases += _staged_pass(ctx, adj, seed)
+    return {"np": ctx.size, "cases": cases}
+
+
+def _staged_pass(ctx: RankContext, adj: list[dict], seed: int) -> list[dict]:
+    """The primitive cases again with every strided send box between ranks of one node staged (the path
+    boxes of 64 KiB–2 MiB take; the suite's own boxes are smaller), as ``staged:<name>``."""
+    from meshplan.exec.tensor import exchange
+
+    saved, exchange.STAGE_MIN = exchange.STAGE_MIN, 0
+    try:
+        got = run_suite(ctx, adj, [], seed)
+    finally:
+        exchange.STAGE_MIN = saved
+    return [{**c, "name": f"staged:{c['name']}"} for c in got]
 
 
 if __name__ == "__main__":

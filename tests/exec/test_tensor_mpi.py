@@ -31,9 +31,12 @@ def verdicts():
 def test_every_case_passes(verdicts, np_):
     got = verdicts(np_)
     names = [c["name"] for c in adjoint_cases(np_) + layer_cases(np_)]
-    assert set(names) <= set(got) and len(got) == len(set(got))
+    staged = [f"staged:{c['name']}" for c in adjoint_cases(np_)]      # the primitives again, node-staged
+    assert set(names + staged) <= set(got) and len(got) == len(set(got))
     bad = {n: v for n, v in got.items() if not v["ok"]}
     assert not bad, bad
+    assert sum(sum(got[n]["bytes_shared"]) for n in staged) > 0
+    assert sum(sum(got[n]["bytes_shared"]) for n in names if "bytes_shared" in got[n]) == 0
 
 
 @pytest.mark.parametrize("np_", RANKS)
