@@ -2,12 +2,13 @@
 every primitive is send-receive pairs, its adjoint the same pairs reversed with an add).
 
 An :class:`Exchange` is built once per primitive and direction, with everything a call needs decided and
-allocated: contiguous boxes move in place (views of the input and output), strided boxes are packed into
-preallocated buffers on the send side and received through a committed MPI derived datatype (a
-subarray, or nested indexed types when a halo selects runs of a dimension), adding receives (an adjoint)
-land in one preallocated buffer.  One ``Isend``/``Irecv`` per remote box; a transfer to itself is a local
-copy, done while the messages are in flight.  Received boxes are added in the plan's order, so sums are
-deterministic, and the bytes handed to MPI are exactly the transfers' volumes.
+allocated: contiguous boxes move in place (views of the input and output), strided send boxes go through
+the node's shared staging window (to a rank of the same node) or are packed into preallocated buffers,
+strided receive boxes arrive through a committed MPI derived datatype (a subarray, or nested indexed types
+when a halo selects runs of a dimension), adding receives (an adjoint) land in one preallocated buffer.  One
+``Isend``/``Irecv`` per remote box that is not staged; a transfer to itself is a local copy, done while the
+messages are in flight.  Received boxes are added in the plan's order, so sums are deterministic, and the
+bytes handed to MPI plus the bytes stored into staging slots are exactly the transfers' volumes.
 """
 
 from __future__ import annotations
