@@ -8,8 +8,14 @@ but the barrier).  Warm-up runs are not timed.  Nothing here asserts a time.
 * :func:`time_repeats` — one callable, ``repeats`` times → :class:`Timing`.
 * :func:`time_steps` — a sequence of step callables (``None`` = nothing on this
   rank), stamped after every step → :class:`StepTiming` (per-step and total).
-* :func:`time_interleaved` — several callables timed in alternating order
-  (``a b c``, ``c b a``, …) so they share warm-up and noise → ``{name: Timing}``.
+* :func:`time_interleaved` — several callables timed interleaved, so they share
+  warm-up and noise → ``{name: Timing}``: two in alternating order (``a b``,
+  ``b a``, …); three or more in a fresh order each repetition (``random.Random``
+  seeded by the repetition's index, the same on every rank), so that no callable
+  keeps one position or one predecessor (with ``a b c`` / ``c b a``, ``b``
+  always ran second; in the tensor bench a callable that allocates a fresh
+  output per call slowed its successors, and the baseline's A/A control read
+  0.52–0.85).
 
 ``after`` (optional) runs after every timed repetition, outside the timed
 region (e.g. to verify the result of each run).  ``setup`` (optional, for
@@ -20,6 +26,7 @@ outside the timed region, and its return value is passed to the timed callable
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -109,10 +116,16 @@ def time_repeats(comm, fn: Callable[..., object], *, repeats: int, warmup: int =
 def time_interleaved(comm, fns: Mapping[str, Callable[..., object]], *, repeats: int, warmup: int = 0,
                      setup: Callable[[str], object] | None = None,
                      after: Callable[[], object] | None = None) -> dict[str, Timing]:
-    """Time every callable ``repeats`` times, in forward order on even and reverse order on odd
-    repetitions (collective); ``warmup`` untimed rounds first.  With ``setup``, ``fns[name]`` is
-    called with ``setup(name)``."""
+    """Time every callable ``repeats`` times (collective): two callables in forward order on even and
+    reverse order on odd repetitions, three or more in a seeded pseudo-random order per repetition (the
+    same on every rank); ``warmup`` untimed rounds first.  With ``setup``, ``fns[name]`` is called with
+    ``setup(name)``."""
     names = list(fns)
+
+    def order(rep: int) -> list[str]:
+        if len(names) <= 2:
+            return names if rep % 2 == 0 else names[::-1]
+        return random.Random(rep).sample(names, len(names))
 
     def once(name: str) -> float:
         args = () if setup is None else (setup(name),)
@@ -126,7 +139,7 @@ def time_interleaved(comm, fns: Mapping[str, Callable[..., object]], *, repeats:
             once(name)
     local = np.zeros((len(names), repeats))
     for rep in range(repeats):
-        for name in (names if rep % 2 == 0 else names[::-1]):
+        for name in order(rep):
             local[names.index(name), rep] = once(name)
             if after is not None:
                 after()

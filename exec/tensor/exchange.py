@@ -26,16 +26,17 @@ from meshplan.models.tensor.partition import Box, box_shape, box_volume
 from meshplan.models.tensor.plans import Transfer
 
 __all__ = ["Exchange", "run_transfers", "reverse", "local_slices", "selection_type", "free_types", "PACK_LIMIT",
-           "STAGE_MIN"]
+           "STAGE_MIN", "STAGE_MAX"]
 
 _TAG = 0x7E5
 
 #: strided send boxes up to this many bytes are packed by numpy (docs/tensor.md, "Benchmark")
 PACK_LIMIT = 2 << 20
 
-#: strided boxes of at least this many bytes (and at most :data:`PACK_LIMIT`) between ranks of one node go
-#: through node-local staging (None: never; docs/tensor.md, "Benchmark")
+#: strided send boxes of :data:`STAGE_MIN` to :data:`STAGE_MAX` bytes to a rank of the same node go through
+#: node-local staging (``STAGE_MIN = None``: never; docs/tensor.md, "Node staging")
 STAGE_MIN: int | None = 64 << 10
+STAGE_MAX = 2 << 20
 
 
 def local_slices(box: Box, origin: Sequence[int]) -> tuple[slice, ...]:
@@ -117,7 +118,7 @@ class Exchange:
 
     A box that is one contiguous stretch of its array is sent or received in place (a view: MPICH moves
     large contiguous messages between processes in a single copy, CMA).  A strided send box of
-    :data:`STAGE_MIN` to :data:`PACK_LIMIT` bytes to a rank of the same node goes through the
+    :data:`STAGE_MIN` to :data:`STAGE_MAX` bytes to a rank of the same node goes through the
     communicator's node-local staging (:mod:`meshplan.exec.runtime.shm`, when ``staging`` is given): the
     sender stores it into a slot of the receiver's shared segment, the receiver copies it out after a
     node barrier (one per call: consecutive calls alternate between two halves of the segments) — two
@@ -195,7 +196,7 @@ class Exchange:
             return frozenset(), None
         item = self.dtype.itemsize
         cand = [i for i, t in enumerate(transfers)
-                if t.volume and t.src != t.dst and STAGE_MIN <= t.volume * item <= PACK_LIMIT]
+                if t.volume and t.src != t.dst and STAGE_MIN <= t.volume * item <= STAGE_MAX]
         if not cand:
             return frozenset(), None
         st = staging()

@@ -3,7 +3,7 @@
 JOB: ``{"suite": "all" | "adjoint" | "layers", "only": [case-name prefix, …] (optional), "seed": 0,
 "pack_limit": bytes (optional: the exchange's packing threshold, 0 sends every strided box as an MPI
 datatype), "stage_min": bytes or null (optional: the exchange's node-staging threshold, 0 stages every
-strided send box up to ``pack_limit`` between ranks of one node, null stages none)}``; rank 0
+strided send box up to ``STAGE_MAX`` between ranks of one node, null stages none)}``; rank 0
 prints ``{"np": N, "cases": [verdict, …]}`` (see :mod:`meshplan.exec.tensor.suite`).  Without
 ``stage_min`` or ``pack_limit``, the primitive cases run a second time with every strided send box between ranks of one node
 staged (verdicts named ``staged:<case>``): the suite's boxes are below the staging threshold, and a check
@@ -106,8 +106,7 @@ def _staging_growth(ctx: RankContext, part) -> bool:
     from meshplan.exec.tensor.primitives import Repartition
 
     N = ctx.size
-    saved = exchange.STAGE_MIN, exchange.PACK_LIMIT
-    exchange.PACK_LIMIT = 2 << 20
+    saved = exchange.STAGE_MIN
     try:
         exchange.STAGE_MIN = None
         plain = Repartition(part((N, 1)), part((1, N)), (4 * N, 4 * N))
@@ -129,7 +128,7 @@ def _staging_growth(ctx: RankContext, part) -> bool:
         ok = ok and all(any(lo <= addr(v) and addr(v) + v.nbytes <= hi for lo, hi in live)
                         for v in small._fwd._views().values())
     finally:
-        exchange.STAGE_MIN, exchange.PACK_LIMIT = saved
+        exchange.STAGE_MIN = saved
     return ok
 
 
