@@ -39,7 +39,6 @@ class NodeStaging:
         #: per rank of ``comm``: its node (the lowest rank of ``comm`` on that node) and its rank there
         self.node_of = tuple(comm.allgather(self.node.allreduce(rank, op=MPI.MIN)))
         self.node_rank = tuple(comm.allgather(self.node.Get_rank()))
-        self.me = rank
         #: bytes of each half of a segment
         self.capacity = 0
         #: bumped whenever the window is reallocated (views of the old one are dead)

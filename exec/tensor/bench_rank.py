@@ -10,7 +10,7 @@ JOB ``{"sizes": [1048576, …], "repeats": 7}``; rank 0 prints ``{"np", "rows": 
 
 Pairs: AllSumReduce vs ``Allreduce``; Repartition ``N×1 → 1×N`` (a transpose) vs ``Alltoallv`` of a
 pre-packed buffer (no rearranging at all) and vs numpy's transpose into that buffer + ``Alltoallv``, and the
-same repartition built with node staging off (``exchange.STAGE_MIN = None``: the packing path) vs the
+same repartition built with node staging off (``exchange.stage_min(None)``: the packing path) vs the
 pre-packed ``Alltoallv``; Broadcast ``1 → N`` vs ``Bcast``; SumReduce ``N → 1`` vs ``Reduce``; AllGather vs
 ``Allgather``; ReduceScatter vs ``Reduce_scatter_block``; HaloExchange (kernel 5, feature dimension over N
 ranks) vs the same exchange written by hand (copy into the extended array, ``Isend``/``Irecv`` of the edges);
@@ -116,11 +116,8 @@ def handle(ctx: RankContext, job: dict) -> dict:
         r = _row(ctx, "Repartition", rep, xr, pack_a2av, repeats, model, "numpy pack + Alltoallv", out=into)
         rows.append({"bytes_per_rank": xr.nbytes, **r})
         # the same repartition with node staging off (each strided box packed, then a CMA read)
-        saved, exchange.STAGE_MIN = exchange.STAGE_MIN, None
-        try:
+        with exchange.stage_min(None):
             unstaged = Repartition(mk((N, 1), allr), mk((1, N), allr), g)
-        finally:
-            exchange.STAGE_MIN = saved
         r = _row(ctx, "Repartition, staging off", unstaged, xr, a2av, repeats, model, "Alltoallv (pre-packed)",
                  out=into)
         rows.append({"bytes_per_rank": xr.nbytes, **r})

@@ -9,7 +9,7 @@ primitive's output before timing.  Variants:
 * ``alltoallv``, ``alltoallv_again`` — the baseline (pre-packed boxes, no rearranging) and its A/A control;
 * ``primitive`` — ``Repartition.forward(x, out=)`` (boxes through the node's staging window: each rank
   stores its boxes into the receivers' slots, a node barrier, each copies its slots out);
-* ``primitive_packed`` — the same primitive built with node staging off (``exchange.STAGE_MIN = None``): each
+* ``primitive_packed`` — the same primitive built with node staging off (``exchange.stage_min(None)``): each
   box packed just before its ``Isend``;
 * ``exchange_prepacked`` — the ``Isend``/``Irecv`` pattern of ``primitive_packed`` from boxes packed
   beforehand (no packing);
@@ -31,7 +31,7 @@ from mpi4py import MPI
 
 from meshplan.exec.runtime.rank import RankContext, rank_main
 from meshplan.exec.runtime.timing import time_interleaved
-from meshplan.exec.tensor import exchange as exchange_module
+from meshplan.exec.tensor.exchange import stage_min
 from meshplan.exec.tensor.partition import Partition
 from meshplan.exec.tensor.primitives import Repartition
 
@@ -47,11 +47,8 @@ def handle(ctx: RankContext, job: dict) -> dict:
     b = m // N
     mk = lambda shape: Partition(shape, list(range(N)), comm=ctx.comm, comms=ctx.comms)
     rep = Repartition(mk((N, 1)), mk((1, N)), (m, m))
-    saved, exchange_module.STAGE_MIN = exchange_module.STAGE_MIN, None
-    try:
+    with stage_min(None):
         packed_rep = Repartition(mk((N, 1)), mk((1, N)), (m, m))      # the path before node staging
-    finally:
-        exchange_module.STAGE_MIN = saved
     x = np.random.default_rng(me).standard_normal((b, m))
     y = np.empty((m, b))
     ref = rep.forward(x)
@@ -67,7 +64,7 @@ def handle(ctx: RankContext, job: dict) -> dict:
     sub = {j: D.Create_subarray([b, m], [b, b], [0, j * b]).Commit() for j in range(N)}
     whole = D.Create_contiguous(per).Commit()
     big = np.empty((N, b, b))
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    node = ctx.comms.staging().node              # the runtime's node communicator (the primitive made it)
     shared = node.Get_size() == N
     win = MPI.Win.Allocate_shared(m * b * 8 if shared else 0, 8, comm=node)
     outs = [np.frombuffer(win.Shared_query(r)[0], dtype=np.float64, count=m * b).reshape(m, b)
@@ -151,7 +148,6 @@ def handle(ctx: RankContext, job: dict) -> dict:
     t = time_interleaved(comm, fns, repeats=int(job.get("repeats", 25)), warmup=2)
     comm.Barrier()
     win.Free()
-    node.Free()
     for d in list(sub.values()) + [whole]:
         d.Free()
     rep.close()

@@ -13,8 +13,9 @@ bytes handed to MPI plus the bytes stored into staging slots are exactly the tra
 
 from __future__ import annotations
 
+import contextlib
 import weakref
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 from mpi4py import MPI
@@ -26,7 +27,7 @@ from meshplan.models.tensor.partition import Box, box_shape, box_volume
 from meshplan.models.tensor.plans import Transfer
 
 __all__ = ["Exchange", "run_transfers", "reverse", "local_slices", "selection_type", "free_types", "PACK_LIMIT",
-           "STAGE_MIN", "STAGE_MAX"]
+           "STAGE_MIN", "STAGE_MAX", "stage_min"]
 
 _TAG = 0x7E5
 
@@ -37,6 +38,17 @@ PACK_LIMIT = 2 << 20
 #: node-local staging (``STAGE_MIN = None``: never; docs/tensor.md, "Node staging")
 STAGE_MIN: int | None = 64 << 10
 STAGE_MAX = 2 << 20
+
+
+@contextlib.contextmanager
+def stage_min(value: int | None) -> Iterator[None]:
+    """:data:`STAGE_MIN` set to ``value`` for the exchanges built inside the block (``None``: staging off)."""
+    global STAGE_MIN
+    saved, STAGE_MIN = STAGE_MIN, value
+    try:
+        yield
+    finally:
+        STAGE_MIN = saved
 
 
 def local_slices(box: Box, origin: Sequence[int]) -> tuple[slice, ...]:

@@ -8,8 +8,8 @@ sub-communicators come from ``Comm.Split`` through the runtime's :class:`SubComm
 None where the rank has none) straight through MPI: no packing, no intermediate copies.  A group of
 one rank is a local copy.  A broadcast is an ``Ibcast`` on every member, so the root's copy of its block
 into its own output overlaps the broadcast (a blocking ``Bcast`` and then the copy measured 1.15–1.39× a
-plain ``Bcast`` at 16 MiB on 4 ranks, the overlapped one 0.89–1.15×).  ``dual()`` is the adjoint's runner on the same groups (broadcast ↔ reduce,
-all-gather ↔ reduce-scatter).
+plain ``Bcast`` at 16 MiB on 4 ranks, the overlapped one 0.89–1.15×).  ``dual()`` is the adjoint's runner
+on the same groups (broadcast ↔ reduce, all-gather ↔ reduce-scatter).
 """
 
 from __future__ import annotations

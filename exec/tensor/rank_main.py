@@ -106,11 +106,9 @@ def _staging_growth(ctx: RankContext, part) -> bool:
     from meshplan.exec.tensor.primitives import Repartition
 
     N = ctx.size
-    saved = exchange.STAGE_MIN
-    try:
-        exchange.STAGE_MIN = None
+    with exchange.stage_min(None):
         plain = Repartition(part((N, 1)), part((1, N)), (4 * N, 4 * N))
-        exchange.STAGE_MIN = 0
+    with exchange.stage_min(0):
         small = Repartition(part((N, 1)), part((1, N)), (4 * N, 4 * N))
         x = np.arange(16.0 * N).reshape(4, 4 * N) + 100 * ctx.rank
         first = small.forward(x)
@@ -118,18 +116,15 @@ def _staging_growth(ctx: RankContext, part) -> bool:
         before = staging.generation, staging.capacity
         big = Repartition(part((N, 1)), part((1, N)), (64 * N, 64 * N))
         big.forward(np.ones((64, 64 * N)))
-        grew = staging.generation > before[0] and staging.capacity > before[1]
-        ok = grew and small._fwd.sync and np.array_equal(first, plain.forward(x)) \
-            and np.array_equal(small.forward(x), plain.forward(x)) \
-            and np.array_equal(small.adjoint(first), plain.adjoint(first))
-        # every slot the small one stores into or copies out of lies in the live window, not the freed one
-        live = [(a, a + 2 * staging.capacity) for a in (staging.segment(r).ctypes.data for r in range(N))]
-        addr = lambda v: v.__array_interface__["data"][0]
-        ok = ok and all(any(lo <= addr(v) and addr(v) + v.nbytes <= hi for lo, hi in live)
-                        for v in small._fwd._views().values())
-    finally:
-        exchange.STAGE_MIN = saved
-    return ok
+    grew = staging.generation > before[0] and staging.capacity > before[1]
+    ok = grew and small._fwd.sync and np.array_equal(first, plain.forward(x)) \
+        and np.array_equal(small.forward(x), plain.forward(x)) \
+        and np.array_equal(small.adjoint(first), plain.adjoint(first))
+    # every slot the small one stores into or copies out of lies in the live window, not the freed one
+    live = [(a, a + 2 * staging.capacity) for a in (staging.segment(r).ctypes.data for r in range(N))]
+    addr = lambda v: v.__array_interface__["data"][0]
+    return ok and all(any(lo <= addr(v) and addr(v) + v.nbytes <= hi for lo, hi in live)
+                      for v in small._fwd._views().values())
 
 
 def handle(ctx: RankContext, job: dict) -> dict:
@@ -160,11 +155,8 @@ def _staged_pass(ctx: RankContext, adj: list[dict], seed: int) -> list[dict]:
     boxes of 64 KiB–2 MiB take; the suite's own boxes are smaller), as ``staged:<name>``."""
     from meshplan.exec.tensor import exchange
 
-    saved, exchange.STAGE_MIN = exchange.STAGE_MIN, 0
-    try:
+    with exchange.stage_min(0):
         got = run_suite(ctx, adj, [], seed)
-    finally:
-        exchange.STAGE_MIN = saved
     return [{**c, "name": f"staged:{c['name']}"} for c in got]
 
 
