@@ -6,8 +6,8 @@
 1. Per primitive, on payloads of 1, 4 and 16 MiB per rank: the bytes each rank hands to MPI (counted by the
    runtime's CountingComm) against the model (the primitive's lowering, models/tensor/lowering.py) — they
    must be equal — and the time next to the plain mpi4py collective moving the same payload (Allreduce,
-   Alltoallv, Bcast, Reduce, Allgather; the all-gather of unequal blocks also vs Allgatherv at 1 MiB), timed
-   interleaved in one launch (median of the slowest rank).  The
+   Alltoallv, Bcast, Reduce, Allgather, Allgatherv for the all-gather of unequal blocks — and, for reference,
+   Allgather of equal blocks), timed interleaved in one launch (median of the slowest rank).  The
    primitive writes into a preallocated output (``out=``, as the baseline reuses its receive buffer); the
    time with a fresh output array per call is reported too, and the baseline runs twice per round (an A/A
    control: how far noise alone moves a ratio).  Times on a shared, oversubscribed machine are noisy; the

@@ -11,11 +11,14 @@ JOB ``{"sizes": [1048576, …], "repeats": 7}``; rank 0 prints ``{"np", "rows": 
 Pairs: AllSumReduce vs ``Allreduce``; Repartition ``N×1 → 1×N`` (a transpose) vs ``Alltoallv`` of a
 pre-packed buffer (no rearranging at all) and vs numpy's transpose into that buffer + ``Alltoallv``, and the
 same repartition built with node staging off (``exchange.stage_min(None)``: the packing path) vs the
-pre-packed ``Alltoallv``; Broadcast ``1 → N`` vs ``Bcast``; SumReduce ``N → 1`` vs ``Reduce``; AllGather vs
+pre-packed ``Alltoallv``; Broadcast ``1 → N`` with the root in place (``out=x``) vs ``Bcast``, and with the
+root keeping ``x`` (copying it into its output) vs the root's copy + ``Bcast``; SumReduce ``N → 1`` vs ``Reduce``; AllGather vs
 ``Allgather``; ReduceScatter vs ``Reduce_scatter_block``; HaloExchange (kernel 5, feature dimension over N
 ranks) vs the same exchange written by hand (copy into the extended array, ``Isend``/``Irecv`` of the edges);
-AllGather of unequal blocks (rank 0 holds one more element: point-to-point transfers) vs ``Allgatherv`` (at
-1 MiB only) and vs ``Allgather`` of equal blocks of the same payload.
+AllGather of unequal blocks (rank 0 holds one more element: point-to-point transfers) vs ``Allgatherv``, and
+for reference vs ``Allgather`` of equal blocks of the same payload (a different operation: every block lands
+at its input's offset mod 4 KiB, where the unequal one's land 8 bytes further — the kernel's copy is slower
+then, docs/tensor.md).
 """
 
 from __future__ import annotations
@@ -123,11 +126,20 @@ def handle(ctx: RankContext, job: dict) -> dict:
         rows.append({"bytes_per_rank": xr.nbytes, **r})
         unstaged.close()
         # broadcast 1 -> N and sum-reduce N -> 1 of an n-vector
+        # (the root broadcasting in place, out=x, as Bcast does; and keeping x, copying it into its output)
         b = Broadcast(mk((1,), [0]), mk((N,), allr), (n,))
-        xb = rng.standard_normal(n) if me == 0 else None
         buf = rng.standard_normal(n)
-        rows.append({"bytes_per_rank": n * 8, **_row(ctx, "Broadcast", b, xb, lambda: ctx.world.Bcast(buf, 0), repeats,
-                                                     b.bytes_sent().get(me, 0), "Bcast", out=buf)})
+        rows.append({"bytes_per_rank": n * 8, **_row(ctx, "Broadcast (in place on the root)", b,
+                                                     buf if me == 0 else None, lambda: ctx.world.Bcast(buf, 0),
+                                                     repeats, b.bytes_sent().get(me, 0), "Bcast", out=buf)})
+        xb = rng.standard_normal(n) if me == 0 else None
+
+        def copy_bcast():
+            if me == 0:
+                np.copyto(buf, xb)
+            ctx.world.Bcast(buf, 0)
+        rows.append({"bytes_per_rank": n * 8, **_row(ctx, "Broadcast (root keeps x)", b, xb, copy_bcast, repeats,
+                                                     b.bytes_sent().get(me, 0), "root copy + Bcast", out=buf)})
         s = SumReduce(mk((N,), allr), mk((1,), [0]), (n,))
         xs = rng.standard_normal(n)
         red = np.empty(n)
@@ -143,20 +155,21 @@ def handle(ctx: RankContext, job: dict) -> dict:
                                                          lambda: ctx.world.Allgather(xa, gat), repeats,
                                                          ag.bytes_sent().get(me, 0), "Allgather", out=gat)})
         # all-gather of unequal blocks (n + 1 elements on rank 0): point-to-point transfers, vs the plain
-        # Allgatherv (at 1 MiB only: MPICH's ring takes ~0.4 s there) and vs Allgather of equal n-blocks
+        # Allgatherv (the same operation), and vs Allgather of equal n-blocks (a reference, not the same
+        # operation: its blocks land at the offsets they have in the input, mod 4 KiB; docs/tensor.md)
         agu = AllGather(mk((N,), allr), [0], (n * N + 1,))
         xu = rng.standard_normal(agu.in_shape)
         gu = np.empty(n * N + 1)
         counts_u = [n + 1] + [n] * (N - 1)
         displs_u = [0] + [n + 1 + i * n for i in range(N - 1)]
-        if size <= 1 << 20:
-            rows.append({"bytes_per_rank": n * 8, **_row(
-                ctx, "AllGather (unequal)", agu, xu,
-                lambda: ctx.world.Allgatherv(xu, [gu, counts_u, displs_u, MPI.DOUBLE]), repeats,
-                agu.bytes_sent().get(me, 0), "Allgatherv")})
+        rows.append({"bytes_per_rank": n * 8, **_row(
+            ctx, "AllGather (unequal)", agu, xu,
+            lambda: ctx.world.Allgatherv(xu, [gu, counts_u, displs_u, MPI.DOUBLE]), repeats,
+            agu.bytes_sent().get(me, 0), "Allgatherv", out=gu)})
         rows.append({"bytes_per_rank": n * 8, **_row(ctx, "AllGather (unequal)", agu, xu,
                                                      lambda: ctx.world.Allgather(xa, gat), repeats,
-                                                     agu.bytes_sent().get(me, 0), "Allgather (equal blocks)")})
+                                                     agu.bytes_sent().get(me, 0),
+                                                     "reference: Allgather of equal blocks")})
         # reduce-scatter along the partitioned dimension (the adjoint of the all-gather)
         rsc = ReduceScatter(mk((N,), allr), [0], (n * N,))
         xg = rng.standard_normal(rsc.in_shape)

@@ -8,7 +8,8 @@ sub-communicators come from ``Comm.Split`` through the runtime's :class:`SubComm
 None where the rank has none) straight through MPI: no packing, no intermediate copies.  A group of
 one rank is a local copy.  A broadcast is an ``Ibcast`` on every member, so the root's copy of its block
 into its own output overlaps the broadcast (a blocking ``Bcast`` and then the copy measured 1.15–1.39× a
-plain ``Bcast`` at 16 MiB on 4 ranks, the overlapped one 0.89–1.15×).  ``dual()`` is the adjoint's runner
+plain ``Bcast`` at 16 MiB on 4 ranks, the overlapped one 0.89–1.15×); a root whose output is its input
+(``forward(x, out=x)``) broadcasts in place, as a plain ``Bcast`` does.  ``dual()`` is the adjoint's runner
 on the same groups (broadcast ↔ reduce, all-gather ↔ reduce-scatter).
 """
 
@@ -21,6 +22,12 @@ from meshplan.exec.runtime.comms import SubComms
 from meshplan.models.tensor.lowering import Lowering
 
 __all__ = ["GroupCollective"]
+
+def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays are the same elements (the same start, shape and strides)."""
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
+            and a.strides == b.strides)
+
 
 _DUAL = {"bcast": "reduce", "reduce": "bcast", "allgather": "reducescatter", "reducescatter": "allgather"}
 
@@ -60,7 +67,7 @@ class GroupCollective:
         if self.kind == "bcast":                   # root = position 0 hands x; receivers get y
             if self.pos == 0:                      # its own copy overlaps the broadcast (Ibcast, all members)
                 req = None if sub is None else sub.Ibcast(x, 0)
-                if y is not None:
+                if y is not None and not _same_memory(x, y):     # out=x on the root: in place, no copy
                     np.copyto(y, x)
                 if req is not None:
                     req.Wait()

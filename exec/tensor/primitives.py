@@ -167,13 +167,24 @@ class Repartition(_Moves):
 
 class Broadcast(_Moves):
     """``B_{P_x→P_y}`` of a tensor of ``global_shape`` partitioned by ``P_x``: every ``P_y`` rank gets a copy
-    of its source block; the adjoint sums the copies back (a sum-reduce)."""
+    of its source block; the adjoint sums the copies back (a sum-reduce).  A source rank that is also a
+    destination may pass ``out=x`` to ``forward``: its block is then broadcast in place, without the copy
+    into a separate output (as a plain ``Bcast``)."""
 
     def __init__(self, P_x: Partition, P_y: Partition, global_shape: Sequence[int], dtype=np.float64) -> None:
         _same_comm(P_x, P_y)
         tr = broadcast_transfers(P_x.model, P_y.model, global_shape)
         out = next((t.box for t in tr if t.dst == P_y.rank), None) if P_y.active else None
         super().__init__(P_x, tr, P_x.local_box(global_shape), out, dtype, False, broadcast_lowering(tr))
+        #: whether this rank's output block is its own input block (then ``forward(x, out=x)`` is allowed)
+        self.in_place_ok = any(t.src == t.dst == self.me and t.volume for t in tr)
+
+    def forward(self, x, out=None):
+        if out is not None and x is not None and isinstance(out, np.ndarray) and isinstance(x, np.ndarray) \
+                and np.shares_memory(out, x) and not self.in_place_ok:
+            raise ModelError("out: shares memory with x, but this rank's output block is not its own input "
+                             "block (only a source rank that keeps its block may broadcast in place)")
+        return super().forward(x, out)
 
 
 class SumReduce(_Moves):

@@ -64,6 +64,7 @@ def _adjoint_case(ctx, case, seed: int) -> dict:
     sent = ctx.counter.sent - before
     shared = ctx.counter.shared - before_shared
     fty = prim.adjoint(y)
+    in_place = _broadcast_in_place(ctx, prim, x, fx)
     if isinstance(prim, AllSumReduce):
         want = prim.bytes_sent(0 if x is None else x.nbytes).get(ctx.rank, 0)
     else:
@@ -76,8 +77,21 @@ def _adjoint_case(ctx, case, seed: int) -> dict:
     bytes_ok = ctx.world.allreduce(int(sent + shared == want), op=MPI.MIN) == 1
     sent_all = ctx.world.gather(int(sent), root=0)
     shared_all = ctx.world.gather(int(shared), root=0)
-    return {"name": case["name"], "kind": case["kind"], "ok": bool(rel <= ADJOINT_TOL and bytes_ok),
-            "rel_error": float(rel), "bytes_exact": bytes_ok, "bytes_sent": sent_all, "bytes_shared": shared_all}
+    return {"name": case["name"], "kind": case["kind"], "ok": bool(rel <= ADJOINT_TOL and bytes_ok and in_place),
+            "rel_error": float(rel), "bytes_exact": bytes_ok, "bytes_sent": sent_all, "bytes_shared": shared_all,
+            "in_place_equal": in_place}
+
+
+def _broadcast_in_place(ctx, prim, x, fx) -> bool:
+    """A broadcast run again with ``out=x`` on the ranks whose output block is their own input block gives
+    the same output on every rank (True for the other primitives)."""
+    if not isinstance(prim, Broadcast):
+        return True
+    xi = None if x is None else x.copy()
+    got = prim.forward(xi, out=xi if prim.in_place_ok else None)
+    same = (got is None and fx is None) or (got is not None and fx is not None and np.array_equal(got, fx)
+                                             and (not prim.in_place_ok or got is xi))
+    return ctx.world.allreduce(int(same), op=MPI.MIN) == 1
 
 
 def _errs(pairs) -> dict:
@@ -152,6 +166,7 @@ def _error_cases(ctx) -> list[dict]:
     mk = lambda shape, ranks=None: Partition(shape, ranks, comm=ctx.comm, comms=ctx.comms)
     P = mk((1, 1, N))
     x = P.scatter(np.ones((1, 2, 3 * N)) if ctx.rank == 0 else None)
+    bx = np.ones(2)
     checks = [
         ("partition-too-big", lambda: mk((1, 1, N + 1)), "needs"),
         ("ranks-outside-comm", lambda: mk((2,), (0, N)), "ranks="),
@@ -164,11 +179,12 @@ def _error_cases(ctx) -> list[dict]:
         ("channels-mismatch", lambda: L.Conv1d(P, 3, 1, 1).forward(x), "in_channels"),
         ("scatter-ndim", lambda: P.scatter(np.ones((4, 4)) if ctx.rank == 0 else np.ones((1, 1, 1))), "dimensions"),
         ("linear-partitions", lambda: L.Linear(mk((1, 1)), mk((1, 1)), mk((2, 1), (0, 1)), 3, 4), "Linear needs"),
+        ("broadcast-out-is-x", lambda: _bcast_rotated(mk, N).forward(bx, out=bx), "out"),
         ("block-shape", lambda: HaloExchange(P, (1, 2, 3 * N), kernel=(1, 1, 3)).forward(np.ones((1, 2, 1))),
          "has shape"),
     ]
-    if N < 2:  # these two need partitions of two ranks
-        checks = [c for c in checks if c[0] not in ("broadcast-rule", "linear-partitions")]
+    if N < 2:  # these need partitions of two ranks
+        checks = [c for c in checks if c[0] not in ("broadcast-rule", "linear-partitions", "broadcast-out-is-x")]
     out = []
     for name, fn, needle in checks:
         try:
@@ -179,6 +195,11 @@ def _error_cases(ctx) -> list[dict]:
         ok = ctx.world.allreduce(int(ok), op=MPI.MIN) == 1
         out.append({"name": f"error:{name}", "kind": "error", "ok": bool(ok), "message": msg})
     return out
+
+
+def _bcast_rotated(mk, N: int) -> Broadcast:
+    """A broadcast of (2N,) from the blocks of ranks 0..N-1 to ranks 1..N-1, 0: no rank keeps its own block."""
+    return Broadcast(mk((N,)), mk((N,), tuple(range(1, N)) + (0,)), (2 * N,))
 
 
 def run_suite(ctx, adjoint: list[dict], layer: list[dict], seed: int = 0, errors: bool = False) -> list[dict]:
