@@ -206,11 +206,13 @@ class CountingComm:
                  recvtag: int = MPI.ANY_TAG, status=None) -> None:
         self._call("Sendrecv", sendbuf, recvbuf, sendbuf, dest, sendtag, recvbuf, source, recvtag, status)
 
-    def Isend(self, buf, dest: int, tag: int = 0):
-        return self._call("Isend", buf, None, buf, dest, tag)
+    def Isend(self, buf, dest: int, tag: int = 0):     # direct: the exchanges' per-message path
+        self.counter.add(buffer_bytes(buf), 0)
+        return self.comm.Isend(buf, dest, tag)
 
     def Irecv(self, buf, source: int = MPI.ANY_SOURCE, tag: int = MPI.ANY_TAG):
-        return self._call("Irecv", None, buf, buf, source, tag)
+        self.counter.add(0, buffer_bytes(buf))
+        return self.comm.Irecv(buf, source, tag)
 
     def _at(self, root: int, buf: Any) -> Any:
         """``buf`` on the root, nothing elsewhere (buffers that only the root hands or receives)."""

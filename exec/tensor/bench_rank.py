@@ -12,7 +12,7 @@ Pairs: AllSumReduce vs ``Allreduce``; Repartition ``N×1 → 1×N`` (a transpose
 pre-packed buffer (no rearranging at all) and vs numpy's transpose into that buffer + ``Alltoallv``, and the
 same repartition built with node staging off (``exchange.stage_min(None)``: the packing path) vs the
 pre-packed ``Alltoallv``; Broadcast ``1 → N`` with the root in place (``out=x``) vs ``Bcast``, and with the
-root keeping ``x`` (copying it into its output) vs the root's copy + ``Bcast``; SumReduce ``N → 1`` vs ``Reduce``; AllGather vs
+root keeping ``x`` (copying it into its output) vs ``Bcast`` + the root's copy; SumReduce ``N → 1`` vs ``Reduce``; AllGather vs
 ``Allgather``; ReduceScatter vs ``Reduce_scatter_block``; HaloExchange (kernel 5, feature dimension over N
 ranks) vs the same exchange written by hand (copy into the extended array, ``Isend``/``Irecv`` of the edges);
 AllGather of unequal blocks (rank 0 holds one more element: point-to-point transfers) vs ``Allgatherv``, and
@@ -134,12 +134,12 @@ def handle(ctx: RankContext, job: dict) -> dict:
                                                      repeats, b.bytes_sent().get(me, 0), "Bcast", out=buf)})
         xb = rng.standard_normal(n) if me == 0 else None
 
-        def copy_bcast():
+        def bcast_copy():                     # the root sends from x, then copies x into its output
+            ctx.world.Bcast(xb if me == 0 else buf, 0)
             if me == 0:
                 np.copyto(buf, xb)
-            ctx.world.Bcast(buf, 0)
-        rows.append({"bytes_per_rank": n * 8, **_row(ctx, "Broadcast (root keeps x)", b, xb, copy_bcast, repeats,
-                                                     b.bytes_sent().get(me, 0), "root copy + Bcast", out=buf)})
+        rows.append({"bytes_per_rank": n * 8, **_row(ctx, "Broadcast (root keeps x)", b, xb, bcast_copy, repeats,
+                                                     b.bytes_sent().get(me, 0), "Bcast + root copy", out=buf)})
         s = SumReduce(mk((N,), allr), mk((1,), [0]), (n,))
         xs = rng.standard_normal(n)
         red = np.empty(n)

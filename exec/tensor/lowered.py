@@ -6,10 +6,11 @@ Each runner is built collectively (every rank of the communicator, in the same o
 sub-communicators come from ``Comm.Split`` through the runtime's :class:`SubComms` cache) and its
 ``run(x, y)`` reads this rank's input block ``x`` and writes its output block ``y`` (C-contiguous,
 None where the rank has none) straight through MPI: no packing, no intermediate copies.  A group of
-one rank is a local copy.  A broadcast is an ``Ibcast`` on every member, so the root's copy of its block
-into its own output overlaps the broadcast (a blocking ``Bcast`` and then the copy measured 1.15–1.39× a
-plain ``Bcast`` at 16 MiB on 4 ranks, the overlapped one 0.89–1.15×); a root whose output is its input
-(``forward(x, out=x)``) broadcasts in place, as a plain ``Bcast`` does.  ``dual()`` is the adjoint's runner
+one rank is a local copy.  A broadcast is a ``Bcast`` from the root's input, after which the root copies its
+block into its own output — or not, when the output is the input (``forward(x, out=x)``: in place, as a
+plain ``Bcast``).  An ``Ibcast`` overlapping the root's copy was faster than ``Bcast`` + copy (0.80–0.91 at
+4–16 MiB on 4 ranks) but MPICH's ``Ibcast`` alone was up to 1.6× its ``Bcast`` (1–4 MiB), and every member
+must call the same one (docs/tensor.md, *Benchmark*).  ``dual()`` is the adjoint's runner
 on the same groups (broadcast ↔ reduce, all-gather ↔ reduce-scatter).
 """
 
@@ -65,14 +66,13 @@ class GroupCollective:
             return
         sub = self.sub
         if self.kind == "bcast":                   # root = position 0 hands x; receivers get y
-            if self.pos == 0:                      # its own copy overlaps the broadcast (Ibcast, all members)
-                req = None if sub is None else sub.Ibcast(x, 0)
-                if y is not None and not _same_memory(x, y):     # out=x on the root: in place, no copy
+            if self.pos == 0:                      # then its own copy (none when in place: out=x)
+                if sub is not None:
+                    sub.Bcast(x, 0)
+                if y is not None and not _same_memory(x, y):
                     np.copyto(y, x)
-                if req is not None:
-                    req.Wait()
             else:
-                sub.Ibcast(y, 0).Wait()
+                sub.Bcast(y, 0)
         elif self.kind == "reduce":                # root = position 0 gets the sum in y
             if sub is None:
                 np.copyto(y, x)

@@ -26,6 +26,7 @@ between primitives, and are not the primitive's to free.
 
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -90,11 +91,11 @@ class _Moves(_Closing):
 
     @property
     def in_shape(self):
-        return None if self.in_box is None else box_shape(self.in_box)
+        return _shape(self.in_box)
 
     @property
     def out_shape(self):
-        return None if self.out_box is None else box_shape(self.out_box)
+        return _shape(self.out_box)
 
     def close(self) -> None:
         """Free the committed datatypes of both directions (idempotent; the primitive cannot run afterwards)."""
@@ -115,10 +116,10 @@ class _Moves(_Closing):
         """``regions``: the only parts of the output the runner leaves unwritten (None: maybe all of it)."""
         if isinstance(runner, Exchange) and runner.closed:
             raise ModelError(f"{type(self).__name__} was closed; build a new one")
-        x = check_local(x, None if xbox is None else box_shape(xbox), what, self.dtype)
+        x = check_local(x, _shape(xbox), what, self.dtype)
         if x is not None:
             x = np.ascontiguousarray(x)
-        y = None if ybox is None else _output(out, box_shape(ybox), self.dtype)
+        y = None if ybox is None else _output(out, _shape(ybox), self.dtype)
         if y is not None and _needs_fill(runner):
             if regions is None:
                 y.fill(fill)
@@ -136,6 +137,12 @@ class _Moves(_Closing):
     def adjoint(self, y, out=None):
         """The adjoint applied to this rank's output-side block (``out`` as in :meth:`forward`)."""
         return self._run(self._adj, y, self.out_box, self.in_box, "y", out, 0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _shape(box) -> tuple[int, ...] | None:
+    """The shape of a box (None for none), memoised: the per-call path asks for the same few boxes."""
+    return None if box is None else box_shape(box)
 
 
 def _needs_fill(runner) -> bool:
