@@ -51,14 +51,15 @@ def main(argv=None) -> int:
     rows = prim["rows"]
     print(f"tensor primitives on {args.np} ranks (times: median of the slowest rank, {repeats} repeats)")
     blank = lambda v, f=1.0: "" if v is None else v * f
-    print_table(["primitive", "baseline", "MPI calls", "bytes/rank", "bytes to MPI", "bytes staged", "= model",
+    print_table(["primitive", "baseline", "MPI calls", "bytes/rank", "bytes in messages", "bytes in shm window",
+                 "sum = model",
                  "meshplan ms", "mpi4py ms", "ratio", "ratio (new array)", "A/A control"],
                 [[r["primitive"], r["baseline"], r["lowering"], r["bytes_per_rank"], r["bytes_sent_total"],
                   r["bytes_shared_total"], "yes" if r["bytes_equal_model"] else "NO", r["time_s"] * 1e3,
                   blank(r["baseline_s"], 1e3),
                   blank(r["ratio"]), blank(r["ratio_new_array"]), blank(r["ratio_baseline_again"])] for r in rows])
-    print("bytes to MPI / staged: summed over all ranks, handed to MPI / stored into other ranks' node-local "
-          "staging slots (their sum is the model's); ratio = meshplan (into a preallocated out=) / mpi4py; "
+    print("bytes in messages / in shm window: summed over all ranks, handed to MPI calls / stored into other "
+          "ranks' slots of the node's MPI shared-memory window (node staging); their sum is the model's; ratio = meshplan (into a preallocated out=) / mpi4py; "
           "new array = a fresh output per call; A/A control = the baseline's second run / its first (noise alone)")
     payload = {"np": args.np, "quick": args.quick, "primitives": rows}
     try:

@@ -187,9 +187,13 @@ class CountingComm:
     def Scatterv(self, sendbuf, recvbuf, root: int = 0) -> None:
         self._call("Scatterv", self._at(root, sendbuf), recvbuf, sendbuf, recvbuf, root)
 
-    def Bcast(self, buf, root: int = 0) -> None:
-        at_root = self.rank == root
-        self._call("Bcast", buf if at_root else None, None if at_root else buf, buf, root)
+    def Bcast(self, buf, root: int = 0) -> None:     # direct, as Isend: a broadcast primitive's whole path
+        n = buffer_bytes(buf)
+        if self.rank == root:
+            self.counter.add(n, 0)
+        else:
+            self.counter.add(0, n)
+        self.comm.Bcast(buf, root)
 
     def Ibcast(self, buf, root: int = 0):
         at_root = self.rank == root

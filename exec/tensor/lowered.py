@@ -24,12 +24,6 @@ from meshplan.models.tensor.lowering import Lowering
 
 __all__ = ["GroupCollective"]
 
-def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two arrays are the same elements (the same start, shape and strides)."""
-    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
-            and a.strides == b.strides)
-
-
 _DUAL = {"bcast": "reduce", "reduce": "bcast", "allgather": "reducescatter", "reducescatter": "allgather"}
 
 
@@ -69,7 +63,7 @@ class GroupCollective:
             if self.pos == 0:                      # then its own copy (none when in place: out=x)
                 if sub is not None:
                     sub.Bcast(x, 0)
-                if y is not None and not _same_memory(x, y):
+                if y is not None and y is not x:
                     np.copyto(y, x)
             else:
                 sub.Bcast(y, 0)
