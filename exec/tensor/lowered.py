@@ -8,7 +8,7 @@ sub-communicators come from ``Comm.Split`` through the runtime's :class:`SubComm
 None where the rank has none) straight through MPI: no packing, no intermediate copies.  A group of
 one rank is a local copy.  A broadcast is a ``Bcast`` from the root's input, after which the root copies its
 block into its own output — or not, when the output is the input (``forward(x, out=x)``: in place, as a
-plain ``Bcast``).  An ``Ibcast`` overlapping the root's copy was faster than ``Bcast`` + copy (0.80–0.91 at
+plain ``Bcast``).  An ``Ibcast`` overlapping the root's copy was faster than a copy then a ``Bcast`` (0.80–0.91 at
 4–16 MiB on 4 ranks) but MPICH's ``Ibcast`` alone was up to 1.6× its ``Bcast`` (1–4 MiB), and every member
 must call the same one (docs/tensor.md, *Benchmark*).  ``dual()`` is the adjoint's runner
 on the same groups (broadcast ↔ reduce, all-gather ↔ reduce-scatter).
