@@ -38,7 +38,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one payload size, few repeats")
     ap.add_argument("--np", type=int, default=4, help="MPI ranks (default 4)")
-    ap.add_argument("--repeats", type=int, default=None, help="timed repeats per primitive (default 25; 5 with --quick)")
+    ap.add_argument("--repeats", type=int, default=None, help="timed rounds per primitive at 16 MiB per rank, more for smaller payloads "
+                         "(×√(16 MiB / size)); default 25 (5 with --quick)")
     ap.add_argument("--repartition-study", action="store_true",
                     help="only the repartition variants at 4 MiB per rank (docs/tensor.md)")
     ap.add_argument("--launches", type=int, default=3, help="launches of the repartition study (default 3)")
@@ -49,7 +50,8 @@ def main(argv=None) -> int:
     repeats = args.repeats or (5 if args.quick else 25)
     prim = run_job(args.np, "meshplan.exec.tensor.bench_rank", {"sizes": sizes, "repeats": repeats}, timeout_s=1200)
     rows = prim["rows"]
-    print(f"tensor primitives on {args.np} ranks (times: median of the slowest rank, {repeats} repeats)")
+    rounds = ", ".join(f"{int(k) >> 20} MiB: {v}" for k, v in prim["repeats"].items())
+    print(f"tensor primitives on {args.np} ranks (times: median of the slowest rank; rounds per payload: {rounds})")
     blank = lambda v, f=1.0: "" if v is None else v * f
     print_table(["primitive", "baseline", "MPI calls", "bytes/rank", "bytes in messages", "bytes in shm window",
                  "sum = model",
@@ -61,7 +63,7 @@ def main(argv=None) -> int:
     print("bytes in messages / in shm window: summed over all ranks, handed to MPI calls / stored into other "
           "ranks' slots of the node's MPI shared-memory window (node staging); their sum is the model's; ratio = meshplan (into a preallocated out=) / mpi4py; "
           "new array = a fresh output per call; A/A control = the baseline's second run / its first (noise alone)")
-    payload = {"np": args.np, "quick": args.quick, "primitives": rows}
+    payload = {"np": args.np, "quick": args.quick, "rounds": prim["repeats"], "primitives": rows}
     try:
         import torch  # noqa: F401
         have_torch = True
