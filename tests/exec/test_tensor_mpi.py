@@ -134,3 +134,17 @@ def test_repartition_study_variants_agree_with_the_primitive():
     assert {"alltoallv", "primitive", "exchange_prepacked", "subarray_types", "alltoallw", "shared_window"} \
         <= set(out["ratio"])
     assert out["ratio"]["alltoallv"] == 1.0
+
+
+def test_benchmark_rows_count_exactly_the_model():
+    # bench/tensor.py's rank program on a small payload, one round: every row's bytes (MPI messages plus the
+    # shared window) equal the model, every primitive and baseline is there, and the rounds scale with size
+    from meshplan.exec.tensor.bench_rank import rounds_for
+
+    out = run_job(4, "meshplan.exec.tensor.bench_rank", {"sizes": [1 << 16], "repeats": 1}, timeout_s=300)
+    rows = out["rows"]
+    assert all(r["bytes_equal_model"] for r in rows), [r["primitive"] for r in rows if not r["bytes_equal_model"]]
+    assert {r["baseline"] for r in rows} >= {"Allreduce", "Alltoallv (pre-packed)", "Bcast", "Bcast + root copy",
+                                            "Reduce", "Allgather", "Allgatherv", "Reduce_scatter_block"}
+    assert out["repeats"] == {str(1 << 16): rounds_for(1 << 16, 1)} and rounds_for(1 << 16, 1) == 16
+    assert rounds_for(1 << 20, 25) == 100 and rounds_for(1 << 24, 25) == 25
