@@ -116,10 +116,18 @@ class _Moves(_Closing):
         """``regions``: the only parts of the output the runner leaves unwritten (None: maybe all of it)."""
         if isinstance(runner, Exchange) and runner.closed:
             raise ModelError(f"{type(self).__name__} was closed; build a new one")
-        x = check_local(x, _shape(xbox), what, self.dtype)
-        if x is not None:
-            x = np.ascontiguousarray(x)
-        y = None if ybox is None else _output(out, _shape(ybox), self.dtype)
+        # the common case first, in few attribute reads: with ranks sharing cores, each µs of Python before
+        # a collective can cost far more in the collective (docs/tensor.md, "Benchmark")
+        if not _ready(x, _shape(xbox), self.dtype):
+            x = check_local(x, _shape(xbox), what, self.dtype)
+            if x is not None:
+                x = np.ascontiguousarray(x)
+        if ybox is None:
+            y = None
+        elif _ready(out, _shape(ybox), self.dtype) and out.flags.writeable:
+            y = out
+        else:
+            y = _output(out, _shape(ybox), self.dtype)
         if y is not None and _needs_fill(runner):
             if regions is None:
                 y.fill(fill)
@@ -143,6 +151,11 @@ class _Moves(_Closing):
 def _shape(box) -> tuple[int, ...] | None:
     """The shape of a box (None for none), memoised: the per-call path asks for the same few boxes."""
     return None if box is None else box_shape(box)
+
+
+def _ready(a, shape, dtype) -> bool:
+    """Whether ``a`` is already a C-contiguous ndarray of ``shape`` and ``dtype`` (None: never)."""
+    return type(a) is np.ndarray and a.shape == shape and a.dtype == dtype and a.flags.c_contiguous
 
 
 def _needs_fill(runner) -> bool:
@@ -187,8 +200,8 @@ class Broadcast(_Moves):
         self.in_place_ok = any(t.src == t.dst == self.me and t.volume for t in tr)
 
     def forward(self, x, out=None):
-        if out is not None and x is not None and isinstance(out, np.ndarray) and isinstance(x, np.ndarray) \
-                and np.shares_memory(out, x) and not self.in_place_ok:
+        if not self.in_place_ok and out is not None and x is not None and isinstance(out, np.ndarray) \
+                and isinstance(x, np.ndarray) and np.shares_memory(out, x):
             raise ModelError("out: shares memory with x, but this rank's output block is not its own input "
                              "block (only a source rank that keeps its block may broadcast in place)")
         return super().forward(x, out)
