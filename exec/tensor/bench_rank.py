@@ -14,7 +14,8 @@ Pairs: AllSumReduce vs ``Allreduce``; Repartition ``N×1 → 1×N`` (a transpose
 pre-packed buffer (no rearranging at all) and vs numpy's transpose into that buffer + ``Alltoallv``, and the
 same repartition built with node staging off (``exchange.stage_min(None)``: the packing path) vs the
 pre-packed ``Alltoallv``; Broadcast ``1 → N`` with the root in place (``out=x``) vs ``Bcast``, and with the
-root keeping ``x`` (copying it into its output) vs ``Bcast`` + the root's copy; SumReduce ``N → 1`` vs ``Reduce``; AllGather vs
+root keeping ``x`` (copying it into its output) vs ``Bcast`` + the root's copy, and a control row: the
+same ``Bcast`` after 5 µs of Python vs at once; SumReduce ``N → 1`` vs ``Reduce``; AllGather vs
 ``Allgather``; ReduceScatter vs ``Reduce_scatter_block``; HaloExchange (kernel 5, feature dimension over N
 ranks) vs the same exchange written by hand (copy into the extended array, ``Isend``/``Irecv`` of the edges);
 AllGather of unequal blocks (rank 0 holds one more element: point-to-point transfers) vs ``Allgatherv``, and
@@ -24,6 +25,8 @@ then, docs/tensor.md).
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -68,6 +71,27 @@ def _row(ctx, name, prim, x, baseline, repeats, model_bytes, baseline_name="", o
             "time_s": med["meshplan"], "time_new_array_s": med["meshplan_new"], "baseline_s": base,
             "ratio": rel("meshplan"), "ratio_new_array": (t_new["meshplan_new"] / t_new["mpi4py"]) if base else None,
             "ratio_baseline_again": rel("mpi4py_again") if base else None}
+
+
+def _spin(seconds: float) -> None:
+    """Busy-wait (Python, as a primitive's own per-call steps are)."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        pass
+
+
+def _control_row(ctx, buf, repeats: int, delay_s: float = 5e-6) -> dict:
+    """The sensitivity control: a plain ``Bcast`` after ``delay_s`` of Python on every rank vs the same
+    ``Bcast`` at once — how much a primitive's few µs of per-call Python can cost in a collective when ranks
+    share cores (docs/tensor.md, "Benchmark")."""
+    bcast = lambda: ctx.world.Bcast(buf, 0)
+    fns = {"delayed": lambda: (_spin(delay_s), bcast()), "mpi4py": bcast, "mpi4py_again": bcast}
+    med = {k: v.median_s for k, v in time_interleaved(ctx.world, fns, repeats=repeats, warmup=1).items()}
+    return {"primitive": f"control: {delay_s * 1e6:.0f} µs of Python, then Bcast", "baseline": "Bcast",
+            "lowering": "", "bytes_sent_total": 0, "bytes_shared_total": 0, "bytes_equal_model": None,
+            "time_s": med["delayed"], "time_new_array_s": None, "baseline_s": med["mpi4py"],
+            "ratio": med["delayed"] / med["mpi4py"], "ratio_new_array": None,
+            "ratio_baseline_again": med["mpi4py_again"] / med["mpi4py"]}
 
 
 def rounds_for(size: int, repeats: int) -> int:
@@ -141,6 +165,7 @@ def handle(ctx: RankContext, job: dict) -> dict:
         rows.append({"bytes_per_rank": n * 8, **_row(ctx, "Broadcast (in place on the root)", b,
                                                      buf if me == 0 else None, lambda: ctx.world.Bcast(buf, 0),
                                                      repeats, b.bytes_sent().get(me, 0), "Bcast", out=buf)})
+        rows.append({"bytes_per_rank": n * 8, **_control_row(ctx, buf, repeats)})
         xb = rng.standard_normal(n) if me == 0 else None
 
         def bcast_copy():                     # the root sends from x, then copies x into its output
