@@ -140,83 +140,78 @@ class CountingComm:
     def __getattr__(self, name: str) -> Any:  # uncounted methods (Barrier, allreduce, Get_rank, …)
         return getattr(self.comm, name)
 
-    def _call(self, method: str, sent: Any, received: Any, *args: Any) -> Any:
-        """Count ``sent`` and ``received`` buffers, then call the communicator's ``method(*args)``."""
+    def _call(self, method: Callable[..., Any], sent: Any, received: Any, *args: Any) -> Any:
+        """Count ``sent`` and ``received`` buffers, then call ``method(*args)`` (a method of the wrapped
+        communicator, bound: no lookup by name on the per-message path)."""
         self.counter.add(buffer_bytes(sent), buffer_bytes(received))
-        return getattr(self.comm, method)(*args)
+        return method(*args)
 
     # reductions: an in-place send hands the receive buffer
     def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM) -> None:
-        self._call("Allreduce", _send(sendbuf, recvbuf), recvbuf, sendbuf, recvbuf, op)
+        self._call(self.comm.Allreduce, _send(sendbuf, recvbuf), recvbuf, sendbuf, recvbuf, op)
 
     def Reduce(self, sendbuf, recvbuf, op=MPI.SUM, root: int = 0) -> None:
-        self._call("Reduce", _send(sendbuf, recvbuf), self._at(root, recvbuf), sendbuf, recvbuf, op, root)
+        self._call(self.comm.Reduce, _send(sendbuf, recvbuf), self._at(root, recvbuf), sendbuf, recvbuf, op, root)
 
     def Reduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM) -> None:
-        self._call("Reduce_scatter_block", _send(sendbuf, recvbuf), recvbuf, sendbuf, recvbuf, op)
+        self._call(self.comm.Reduce_scatter_block, _send(sendbuf, recvbuf), recvbuf, sendbuf, recvbuf, op)
 
     def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM) -> None:
-        self._call("Reduce_scatter", _send(sendbuf, recvbuf), recvbuf, sendbuf, recvbuf, recvcounts, op)
+        self._call(self.comm.Reduce_scatter, _send(sendbuf, recvbuf), recvbuf, sendbuf, recvbuf, recvcounts, op)
 
     # data movement: root-only buffers count on the root
     def Allgather(self, sendbuf, recvbuf) -> None:
-        self._call("Allgather", sendbuf, recvbuf, sendbuf, recvbuf)
+        self._call(self.comm.Allgather, sendbuf, recvbuf, sendbuf, recvbuf)
 
     def Allgatherv(self, sendbuf, recvbuf) -> None:
-        self._call("Allgatherv", sendbuf, recvbuf, sendbuf, recvbuf)
+        self._call(self.comm.Allgatherv, sendbuf, recvbuf, sendbuf, recvbuf)
 
     def Alltoall(self, sendbuf, recvbuf) -> None:
-        self._call("Alltoall", sendbuf, recvbuf, sendbuf, recvbuf)
+        self._call(self.comm.Alltoall, sendbuf, recvbuf, sendbuf, recvbuf)
 
     def Alltoallv(self, sendbuf, recvbuf) -> None:
-        self._call("Alltoallv", sendbuf, recvbuf, sendbuf, recvbuf)
+        self._call(self.comm.Alltoallv, sendbuf, recvbuf, sendbuf, recvbuf)
 
     def Alltoallw(self, sendbuf, recvbuf) -> None:
         self.counter.add(alltoallw_bytes(sendbuf), alltoallw_bytes(recvbuf))
         self.comm.Alltoallw(sendbuf, recvbuf)
 
     def Gather(self, sendbuf, recvbuf, root: int = 0) -> None:
-        self._call("Gather", sendbuf, self._at(root, recvbuf), sendbuf, recvbuf, root)
+        self._call(self.comm.Gather, sendbuf, self._at(root, recvbuf), sendbuf, recvbuf, root)
 
     def Gatherv(self, sendbuf, recvbuf, root: int = 0) -> None:
-        self._call("Gatherv", sendbuf, self._at(root, recvbuf), sendbuf, recvbuf, root)
+        self._call(self.comm.Gatherv, sendbuf, self._at(root, recvbuf), sendbuf, recvbuf, root)
 
     def Scatter(self, sendbuf, recvbuf, root: int = 0) -> None:
-        self._call("Scatter", self._at(root, sendbuf), recvbuf, sendbuf, recvbuf, root)
+        self._call(self.comm.Scatter, self._at(root, sendbuf), recvbuf, sendbuf, recvbuf, root)
 
     def Scatterv(self, sendbuf, recvbuf, root: int = 0) -> None:
-        self._call("Scatterv", self._at(root, sendbuf), recvbuf, sendbuf, recvbuf, root)
+        self._call(self.comm.Scatterv, self._at(root, sendbuf), recvbuf, sendbuf, recvbuf, root)
 
-    def Bcast(self, buf, root: int = 0) -> None:     # direct, as Isend: a broadcast primitive's whole path
-        n = buffer_bytes(buf)
-        if self.rank == root:
-            self.counter.add(n, 0)
-        else:
-            self.counter.add(0, n)
-        self.comm.Bcast(buf, root)
+    def Bcast(self, buf, root: int = 0) -> None:
+        at_root = self.rank == root
+        self._call(self.comm.Bcast, buf if at_root else None, None if at_root else buf, buf, root)
 
     def Ibcast(self, buf, root: int = 0):
         at_root = self.rank == root
-        return self._call("Ibcast", buf if at_root else None, None if at_root else buf, buf, root)
+        return self._call(self.comm.Ibcast, buf if at_root else None, None if at_root else buf, buf, root)
 
     # point to point
     def Send(self, buf, dest: int, tag: int = 0) -> None:
-        self._call("Send", buf, None, buf, dest, tag)
+        self._call(self.comm.Send, buf, None, buf, dest, tag)
 
     def Recv(self, buf, source: int = MPI.ANY_SOURCE, tag: int = MPI.ANY_TAG, status=None) -> None:
-        self._call("Recv", None, buf, buf, source, tag, status)
+        self._call(self.comm.Recv, None, buf, buf, source, tag, status)
 
     def Sendrecv(self, sendbuf, dest: int, sendtag: int = 0, recvbuf=None, source: int = MPI.ANY_SOURCE,
                  recvtag: int = MPI.ANY_TAG, status=None) -> None:
-        self._call("Sendrecv", sendbuf, recvbuf, sendbuf, dest, sendtag, recvbuf, source, recvtag, status)
+        self._call(self.comm.Sendrecv, sendbuf, recvbuf, sendbuf, dest, sendtag, recvbuf, source, recvtag, status)
 
-    def Isend(self, buf, dest: int, tag: int = 0):     # direct: the exchanges' per-message path
-        self.counter.add(buffer_bytes(buf), 0)
-        return self.comm.Isend(buf, dest, tag)
+    def Isend(self, buf, dest: int, tag: int = 0):
+        return self._call(self.comm.Isend, buf, None, buf, dest, tag)
 
     def Irecv(self, buf, source: int = MPI.ANY_SOURCE, tag: int = MPI.ANY_TAG):
-        self.counter.add(0, buffer_bytes(buf))
-        return self.comm.Irecv(buf, source, tag)
+        return self._call(self.comm.Irecv, None, buf, buf, source, tag)
 
     def _at(self, root: int, buf: Any) -> Any:
         """``buf`` on the root, nothing elsewhere (buffers that only the root hands or receives)."""

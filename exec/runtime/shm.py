@@ -33,7 +33,7 @@ class NodeStaging:
     """The node split of ``comm`` and a shared window that holds, per rank, the slots others store into."""
 
     def __init__(self, comm) -> None:
-        comm = getattr(comm, "comm", comm)                       # a CountingComm's communicator
+        """``comm``: a plain mpi4py communicator (:meth:`SubComms.staging` passes its own)."""
         rank = comm.Get_rank()
         self.node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
         #: per rank of ``comm``: its node (the lowest rank of ``comm`` on that node) and its rank there

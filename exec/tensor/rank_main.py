@@ -132,11 +132,9 @@ def handle(ctx: RankContext, job: dict) -> dict:
         return {"np": ctx.size, "resources": _resources(ctx)}
     if job.get("bad_input"):
         _bad_input(ctx, job["bad_input"])
-    if "pack_limit" in job or "stage_min" in job:
+    if "pack_limit" in job:
         from meshplan.exec.tensor import exchange
-        exchange.PACK_LIMIT = int(job.get("pack_limit", exchange.PACK_LIMIT))
-        if "stage_min" in job:
-            exchange.STAGE_MIN = None if job["stage_min"] is None else int(job["stage_min"])
+        exchange.PACK_LIMIT = int(job["pack_limit"])
     suite = job.get("suite", "all")
     only = tuple(job.get("only") or ())
     keep = (lambda c: not only or c["name"].startswith(only))
@@ -144,8 +142,12 @@ def handle(ctx: RankContext, job: dict) -> dict:
     lay = [c for c in layer_cases(ctx.size) if keep(c)] if suite in ("all", "layers") else []
     errors = suite == "all" and not only
     seed = int(job.get("seed", 0))
+    if "stage_min" in job:
+        from meshplan.exec.tensor import exchange
+        with exchange.stage_min(None if job["stage_min"] is None else int(job["stage_min"])):
+            return {"np": ctx.size, "cases": run_suite(ctx, adj, lay, seed, errors=errors)}
     cases = run_suite(ctx, adj, lay, seed, errors=errors)
-    if adj and "stage_min" not in job and "pack_limit" not in job:
+    if adj and "pack_limit" not in job:
         cases += _staged_pass(ctx, adj, seed)
     return {"np": ctx.size, "cases": cases}
 
