@@ -26,6 +26,7 @@ then, docs/tensor.md).
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import numpy as np
@@ -38,7 +39,7 @@ from meshplan.exec.tensor.partition import Partition
 from meshplan.exec.tensor.primitives import (AllGather, AllSumReduce, Broadcast, HaloExchange, ReduceScatter,
                                              Repartition, SumReduce)
 
-__all__ = ["handle"]
+__all__ = ["handle", "combine_launches", "rounds_for"]
 
 
 def _row(ctx, name, prim, x, baseline, repeats, model_bytes, baseline_name="", out=None):
@@ -99,6 +100,31 @@ def rounds_for(size: int, repeats: int) -> int:
     return max(1, round(repeats * max(1.0, ((16 << 20) / max(size, 1)) ** 0.5)))
 
 
+def combine_launches(launches: list[list[dict]]) -> list[dict]:
+    """The rows of several launches of the rank program (the same rows in the same order in each) as one:
+    bytes as counted (they must not differ between launches), ``bytes_equal_model`` only if it held in every
+    launch, times and ratios the median over the launches, and ``ratio_min`` / ``ratio_max`` their range."""
+    if not launches or any(len(rows) != len(launches[0]) for rows in launches):
+        raise ValueError("every launch must report the same rows")
+    median = lambda vals: None if any(v is None for v in vals) else float(statistics.median(vals))
+    out = []
+    for same in zip(*launches):
+        first = same[0]
+        for key in ("primitive", "baseline", "bytes_per_rank", "bytes_sent_total", "bytes_shared_total"):
+            if any(r[key] != first[key] for r in same):
+                raise ValueError(f"launches disagree on {key!r} of row {first['primitive']!r}: "
+                                 f"{sorted({str(r[key]) for r in same})}")
+        exact = [r["bytes_equal_model"] for r in same]
+        ratios = [r["ratio"] for r in same]
+        out.append({**first,
+                    "bytes_equal_model": None if exact[0] is None else all(exact),
+                    **{k: median([r[k] for r in same]) for k in ("time_s", "time_new_array_s", "baseline_s", "ratio",
+                                                                  "ratio_new_array", "ratio_baseline_again")},
+                    "ratio_min": None if ratios[0] is None else min(ratios),
+                    "ratio_max": None if ratios[0] is None else max(ratios)})
+    return out
+
+
 def _halo_by_hand(comm, x, ext) -> None:
     """The plain mpi4py halo of width 2 along the last dimension (neighbours rank ± 1)."""
     me, size = comm.Get_rank(), comm.Get_size()
@@ -117,7 +143,9 @@ def handle(ctx: RankContext, job: dict) -> dict:
     rows = []
     allr = list(range(N))
     base_repeats = repeats
-    for size in job.get("sizes", [1 << 20]):
+    sizes = job.get("sizes", [1 << 20])
+    for done, size in enumerate(sizes):
+        ctx.progress(done, len(sizes), f"{size >> 10} KiB per rank")
         repeats = rounds_for(size, base_repeats)
         n = max(N, size // 8)                     # float64 elements per rank
         rng = np.random.default_rng(me)
@@ -222,8 +250,8 @@ def handle(ctx: RankContext, job: dict) -> dict:
                                                          h.bytes_sent().get(me, 0), "by hand: copy + Isend/Irecv",
                                                          out=ext)})
         ctx.comms.trim(0)
-    return {"np": N, "rows": rows, "repeats": {str(size): rounds_for(size, base_repeats)
-                                               for size in job.get("sizes", [1 << 20])}}
+    ctx.progress(len(sizes), len(sizes))
+    return {"np": N, "rows": rows, "repeats": {str(size): rounds_for(size, base_repeats) for size in sizes}}
 
 
 if __name__ == "__main__":

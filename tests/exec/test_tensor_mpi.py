@@ -149,3 +149,28 @@ def test_benchmark_rows_count_exactly_the_model():
                                             "Reduce", "Allgather", "Allgatherv", "Reduce_scatter_block"}
     assert out["repeats"] == {str(1 << 16): rounds_for(1 << 16, 1)} and rounds_for(1 << 16, 1) == 16
     assert rounds_for(1 << 20, 25) == 100 and rounds_for(1 << 24, 25) == 25
+
+
+def _bench_row(name, ratio, exact=True, sent=64):
+    return {"primitive": name, "baseline": "b", "lowering": "transfers", "bytes_per_rank": 8, "bytes_sent_total": sent,
+            "bytes_shared_total": 0, "bytes_equal_model": exact, "time_s": ratio, "time_new_array_s": 2 * ratio,
+            "baseline_s": 1.0, "ratio": ratio, "ratio_new_array": 2.0, "ratio_baseline_again": 1.0}
+
+
+def test_benchmark_launches_combine_to_medians_and_ranges():
+    # bench/tensor.py --launches K: per row the median of the launches' times and ratios and their range; the
+    # bytes must agree between launches, and equal the model only if they did in every launch
+    from meshplan.exec.tensor.bench_rank import combine_launches
+
+    runs = [[_bench_row("A", r), _bench_row("B", 1.0, exact=e)] for r, e in ((1.3, True), (0.9, False), (1.1, True))]
+    a, b = combine_launches(runs)
+    assert (a["ratio"], a["ratio_min"], a["ratio_max"], a["time_s"]) == (1.1, 0.9, 1.3, 1.1)
+    assert a["bytes_equal_model"] is True and b["bytes_equal_model"] is False
+    control = {**_bench_row("control", 1.0), "bytes_equal_model": None, "time_new_array_s": None,
+               "ratio_new_array": None}
+    (c,) = combine_launches([[control], [control]])
+    assert c["bytes_equal_model"] is None and c["ratio_new_array"] is None and c["ratio"] == 1.0
+    with pytest.raises(ValueError, match="bytes_sent_total"):
+        combine_launches([[_bench_row("A", 1.0)], [_bench_row("A", 1.0, sent=72)]])
+    with pytest.raises(ValueError, match="same rows"):
+        combine_launches([[_bench_row("A", 1.0)], []])
