@@ -37,7 +37,7 @@ PACK_LIMIT = 2 << 20
 #: strided send boxes of :data:`STAGE_MIN` to :data:`STAGE_MAX` bytes to a rank of the same node go through
 #: node-local staging (``STAGE_MIN = None``: never; docs/tensor.md, "Node staging")
 STAGE_MIN: int | None = 64 << 10
-STAGE_MAX = 8 << 20
+STAGE_MAX = 4 << 20
 
 
 @contextlib.contextmanager

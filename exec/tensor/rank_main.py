@@ -154,7 +154,7 @@ def handle(ctx: RankContext, job: dict) -> dict:
 
 def _staged_pass(ctx: RankContext, adj: list[dict], seed: int) -> list[dict]:
     """The primitive cases again with every strided send box between ranks of one node staged (the path
-    boxes of 64 KiB–8 MiB take; the suite's own boxes are smaller), as ``staged:<name>``."""
+    boxes of 64 KiB–4 MiB take; the suite's own boxes are smaller), as ``staged:<name>``."""
     from meshplan.exec.tensor import exchange
 
     with exchange.stage_min(0):
