@@ -13,8 +13,8 @@
    control: how far noise alone moves a ratio).  Times on a shared, oversubscribed machine are noisy; the
    ratios are what to read.  The whole measurement runs in ``--launches`` launches (default 3): a ratio moves
    by up to ±15% from one launch to the next (where the arrays land in memory and in the cache), while the A/A
-   control within a launch stays within a few per cent; the table gives the median of the launches' ratios
-   and their range.
+   control within a launch mostly stays within ±5%; the table gives the median of the launches' ratios and
+   their range.
 2. A small CNN (conv → relu → max-pool → conv → relu → repartition → linear) trained for a few SGD steps on
    N ranks through the torch adapter, next to the same model in sequential torch: the two loss curves.
 Writes bench/results/tensor.json.
