@@ -27,6 +27,7 @@ the range of each variant's ratio and writes bench/results/tensor-repartition.js
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -115,7 +116,7 @@ def _study(args, launches: int) -> int:
     print(f"transpose repartition at 4 MiB per rank on {args.np} ranks, m = {runs[0]['m']}: ratio to a pre-packed "
           f"Alltoallv in the same launch ({launches} launches, {repeats} rounds each, slowest rank, median)")
     print_table(["variant", "ms (median of launches)", "ratio min", "ratio max"],
-                [[k, sorted(r["ms"][k] for r in runs)[len(runs) // 2], min(r["ratio"][k] for r in runs),
+                [[k, statistics.median(r["ms"][k] for r in runs), min(r["ratio"][k] for r in runs),
                   max(r["ratio"][k] for r in runs)] for k in names])
     path = write_results("tensor-repartition", {"np": args.np, "repeats": repeats, "launches": runs})
     print(f"\nwrote {path}")
