@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from meshplan.api.results import Result
+from meshplan.api.results import Result, value
 from meshplan.models.core.errors import ModelError
 from meshplan.models.core.outputs import check_output_path, write_output
 from meshplan.models.placement.matrix import ParallelismMatrix
@@ -174,7 +174,7 @@ def check_png_path(path: str | Path) -> Path:
     return p
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Drawing(Result):
     """What :func:`draw_schedule` wrote (``meshplan show --json``): the PNG, its number of panels (the
     placement and one per step) and the schedule indices drawn."""

@@ -40,7 +40,7 @@ from meshplan.models.core.errors import MeshplanError
 from meshplan.models.core.outputs import atomic_path
 
 __all__ = ["PmpiUnavailable", "source_path", "mpi_prefix", "build", "preload_env", "active", "read", "diff",
-           "read_dir", "LIB_ENV"]
+           "read_dir", "handles", "LIB_ENV"]
 
 #: environment variable naming the loaded library inside the ranks
 LIB_ENV = "MESHPLAN_PMPI_LIB"
@@ -130,6 +130,18 @@ def read() -> tuple[int, int] | None:
     if lib is None:
         return None
     return int(lib.meshplan_pmpi_sent()), int(lib.meshplan_pmpi_received())
+
+
+def handles() -> dict[str, int] | None:
+    """Inside a rank: the MPI handles this process created and freed so far (communicators, committed
+    datatypes, windows; the C file's header lists the calls), or None without the counter."""
+    lib = _handle()
+    if lib is None:
+        return None
+    out = (ctypes.c_longlong * 6)()
+    lib.meshplan_pmpi_handles(out)
+    names = ("comms_created", "comms_freed", "types_committed", "types_freed", "windows_created", "windows_freed")
+    return dict(zip(names, (int(x) for x in out)))
 
 
 def diff(before: tuple[int, int] | None) -> tuple[int, int] | None:

@@ -13,6 +13,12 @@
  *   Send/Isend/Ssend/Issend/Rsend, Recv/Irecv, Sendrecv   the message (posted receive size)
  * meshplan_pmpi_sent()/meshplan_pmpi_received() read the counters (ctypes); at MPI_Finalize the counters are
  * written to $MESHPLAN_PMPI_DIR/rank<r>.txt when that variable is set.
+ *
+ * Handles: meshplan_pmpi_handles(out) fills out[0..5] with the communicators created (Comm_split, _split_type,
+ * _dup, _idup, _create, _create_group, Cart_create) and freed (Comm_free), the datatypes committed
+ * (Type_commit) and freed (Type_free), and the windows allocated (Win_allocate(_shared), Win_create) and freed
+ * (Win_free), so a test can see that an object which is used many times creates nothing per use and frees
+ * what it created.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -23,6 +29,31 @@ static long long g_sent = 0, g_recv = 0;
 long long meshplan_pmpi_sent(void) { return g_sent; }
 long long meshplan_pmpi_received(void) { return g_recv; }
 void meshplan_pmpi_reset(void) { g_sent = 0; g_recv = 0; }
+
+static long long g_handles[6];  /* comms created, comms freed, types committed, types freed, wins made, freed */
+void meshplan_pmpi_handles(long long out[6]) { for (int i = 0; i < 6; i++) out[i] = g_handles[i]; }
+#define MADE(I, CALL) { int rc_ = CALL; if (rc_ == MPI_SUCCESS) g_handles[I]++; return rc_; }
+
+int MPI_Comm_split(MPI_Comm c, int color, int key, MPI_Comm *out) MADE(0, PMPI_Comm_split(c, color, key, out))
+int MPI_Comm_split_type(MPI_Comm c, int t, int key, MPI_Info info, MPI_Comm *out)
+    MADE(0, PMPI_Comm_split_type(c, t, key, info, out))
+int MPI_Comm_dup(MPI_Comm c, MPI_Comm *out) MADE(0, PMPI_Comm_dup(c, out))
+int MPI_Comm_idup(MPI_Comm c, MPI_Comm *out, MPI_Request *req) MADE(0, PMPI_Comm_idup(c, out, req))
+int MPI_Comm_create(MPI_Comm c, MPI_Group g, MPI_Comm *out) MADE(0, PMPI_Comm_create(c, g, out))
+int MPI_Comm_create_group(MPI_Comm c, MPI_Group g, int tag, MPI_Comm *out)
+    MADE(0, PMPI_Comm_create_group(c, g, tag, out))
+int MPI_Cart_create(MPI_Comm c, int nd, const int dims[], const int per[], int re, MPI_Comm *out)
+    MADE(0, PMPI_Cart_create(c, nd, dims, per, re, out))
+int MPI_Comm_free(MPI_Comm *c) MADE(1, PMPI_Comm_free(c))
+int MPI_Type_commit(MPI_Datatype *t) MADE(2, PMPI_Type_commit(t))
+int MPI_Type_free(MPI_Datatype *t) MADE(3, PMPI_Type_free(t))
+int MPI_Win_allocate_shared(MPI_Aint size, int du, MPI_Info info, MPI_Comm c, void *base, MPI_Win *w)
+    MADE(4, PMPI_Win_allocate_shared(size, du, info, c, base, w))
+int MPI_Win_allocate(MPI_Aint size, int du, MPI_Info info, MPI_Comm c, void *base, MPI_Win *w)
+    MADE(4, PMPI_Win_allocate(size, du, info, c, base, w))
+int MPI_Win_create(void *base, MPI_Aint size, int du, MPI_Info info, MPI_Comm c, MPI_Win *w)
+    MADE(4, PMPI_Win_create(base, size, du, info, c, w))
+int MPI_Win_free(MPI_Win *w) MADE(5, PMPI_Win_free(w))
 
 static long long tsize(MPI_Datatype dt) {
     int s = 0;

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from meshplan.api.results import Result, freeze, library_field
+from meshplan.api.results import Result, value, freeze, library_field
 from meshplan.models.core.errors import ModelError
 
 __all__ = ["MESH_FORMATS", "DeviceMesh", "Mpi4pyProgram", "export_mesh", "export_mpi4py"]
@@ -20,7 +20,7 @@ __all__ = ["MESH_FORMATS", "DeviceMesh", "Mpi4pyProgram", "export_mesh", "export
 MESH_FORMATS = ("jax-mesh", "torch-mesh")
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class DeviceMesh(Result):
     """A placement as a framework device mesh (docs/export.md, JSON): ``device_order[i0][i1]…`` is the
     device (global rank, system order) at those axis coordinates."""
@@ -72,7 +72,7 @@ def export_mesh(schedule: Any, format: str = "jax-mesh", *, placement: Any = 0,
                       tuple(sched.reduce), freeze(pl.matrix.device_order()), pl)
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Mpi4pyProgram(Result):
     """A standalone mpi4py program (``text``) performing one reduction program on ``np`` ranks and checking
     its own result; ``placement``/``program`` are the schedule indices it came from."""

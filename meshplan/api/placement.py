@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from meshplan.api.inputs import as_axis_names, as_bytes, as_int_tuple, as_system
-from meshplan.api.results import Result, freeze, library_field
+from meshplan.api.results import Result, value, freeze, library_field
 from meshplan.models.core.errors import ModelError
 
 __all__ = ["PlacementPlan", "solve_placement", "DEFAULT_PROGRAMS", "schedule_document", "write_schedule"]
@@ -24,7 +24,7 @@ __all__ = ["PlacementPlan", "solve_placement", "DEFAULT_PROGRAMS", "schedule_doc
 DEFAULT_PROGRAMS = 5
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class PlacementPlan(Result):
     """The answer of :func:`solve_placement`: the fields of the schedule file (``schema`` …
     ``placements``, fastest first; docs/schedule-format.md).  ``study`` holds the library's

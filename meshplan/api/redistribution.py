@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshplan.api.inputs import as_mesh, as_positive, as_type
-from meshplan.api.results import Result, freeze, library_field
+from meshplan.api.results import Result, value, freeze, library_field
 
 __all__ = ["RedistributionPlan", "plan_redistribution", "run_redistribution", "plan_json"]
 
@@ -61,7 +61,7 @@ def plan_json(search, baseline, itemsize: int) -> dict[str, Any]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class RedistributionPlan(Result):
     """The searched program (``program``, ``height``, ``cost`` …, in elements and bytes), the XLA-style
     ``baseline``, the ``dtype`` and, after :func:`run_redistribution`, the MPI ``run`` (docs/redistribute.md,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from meshplan.api.inputs import as_bytes, as_int_tuple, as_system, choose_placement, is_file
-from meshplan.api.results import Result, freeze, library_field
+from meshplan.api.results import Result, value, freeze, library_field
 from meshplan.models.core.errors import ModelError, VerificationError
 
 __all__ = ["PlacedProgram", "place_program", "synthesize", "simulate", "ProgramCheck", "ScheduleCheck",
@@ -166,7 +166,7 @@ def _raise_if_disagree(results) -> None:
         raise VerificationError(f"the referees disagree: {bad.note}; please report this program")
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ProgramCheck(Result):
     """The answer of :func:`check_program`: the placement, then the verdicts (docs/check.md, JSON).
     ``result`` holds the library's ``CheckResult``, ``placed`` the :class:`PlacedProgram`."""
@@ -219,7 +219,7 @@ def check_program(program: Any, system: Any, axes: Any, reduce: Any, *, matrix: 
     return ProgramCheck(**{k: freeze(v) for k, v in doc.items()}, result=res, placed=placed)
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ScheduleCheck(Result):
     """The answer of :func:`check_schedule` (docs/check.md, JSON of a schedule): one entry per checked
     program in ``results``.  ``checks`` holds ``(placement, program, CheckResult)`` triples and

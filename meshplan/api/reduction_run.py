@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from meshplan.api.inputs import as_bytes, as_positive, as_seconds, is_file
-from meshplan.api.results import Result, freeze, library_field
+from meshplan.api.results import Result, value, freeze, library_field
 from meshplan.models.core.errors import ModelError
 from meshplan.models.core.limits import check_limit, check_memory
 
@@ -75,7 +75,7 @@ def open_runnable(source: Any, *, system: Any = None, axes: Any = None, reduce: 
     return Schedule(placed.system, placed.axes, placed.reduce, 2**30, "ring", (pl,))
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ProgramRuns(Result):
     """The answer of :func:`run_programs` (docs/run.md, JSON): one entry per program in ``programs``
     (verified, times, bytes per rank measured / simulated / modelled, per-step detail).  ``runs`` holds

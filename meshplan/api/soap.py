@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshplan.api.inputs import as_params, as_seconds, is_file
-from meshplan.api.results import Result, freeze, library_field
+from meshplan.api.results import Result, value, freeze, library_field
 from meshplan.models.core.errors import ModelError
 
 __all__ = ["BoundReport", "analyze_bound", "analyze_bounds", "integer_tiles", "load_programs", "report_json",
@@ -149,7 +149,7 @@ def schedule_json(program, doc: dict, values: dict[str, int]) -> dict:
     return schedule_report(program, values, lower, classes, tile)
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class BoundReport(Result):
     """The I/O lower bound of one loop program (docs/bound.md, JSON): symbolic ``bound``,
     ``leading_term`` and ``parallel_bound``, the dominant subgraph's ``rho`` and ``tiles``, per-array and

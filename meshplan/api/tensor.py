@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshplan.api.inputs import as_int_tuple, as_seconds
-from meshplan.api.results import Result, freeze, library_field
+from meshplan.api.results import Result, value, freeze, library_field
 from meshplan.models.core.errors import ModelError
 
 __all__ = ["HaloReport", "tensor_halo", "halo_report", "TensorCheck", "check_tensor"]
@@ -74,7 +74,7 @@ def halo_report(partition: Any, shape: Any, kernel: Any, stride: Any = 1, paddin
     return doc, plan
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class HaloReport(Result):
     """Per rank of a partitioned convolution/pooling window: owned input block, output block, needed input
     range, halo widths (negative: owned inputs not needed), source ranks and bytes (docs/tensor.md).  With
@@ -106,7 +106,7 @@ def tensor_halo(partition: Any, shape: Any, kernel: Any, *, stride: Any = 1, pad
     return HaloReport(**{k: freeze(v) for k, v in doc.items()}, plan=plan)
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class TensorCheck(Result):
     """Verdicts of the tensor check suite on ``np`` ranks: adjoint test and exact bytes per primitive case,
     errors of output and gradients per layer case (docs/tensor.md)."""

@@ -20,10 +20,17 @@ __all__ = [
 
 
 class MeshplanError(Exception):
-    """Base class of every error meshplan raises on purpose."""
+    """Base class of every error meshplan raises on purpose.
+
+    ``param`` names the API parameter(s) the message is about (a name or a tuple of names, as they appear
+    in the message); the CLI shows each as the flag that sets it (``np`` → ``--np``)."""
 
     #: exit code of the CLI when this error ends a command (2 = bad input)
     exit_code: int = 2
+
+    def __init__(self, *args: object, param: str | tuple[str, ...] | None = None) -> None:
+        super().__init__(*args)
+        self.param = param
 
 
 class ModelError(MeshplanError, ValueError):
