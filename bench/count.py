@@ -36,7 +36,7 @@ VERIFY = {
 
 
 def run(quick: bool) -> list[dict]:
-    from meshplan.solvers.counting.count import count_iterations
+    from meshplan import count_iterations
 
     rows = []
     names = sorted(VERIFY)[:4] if quick else sorted(VERIFY)
@@ -45,7 +45,7 @@ def run(quick: bool) -> list[dict]:
         res = count_iterations(str(EXAMPLES / f"{name}.py"))
         js = res.to_json()
         elapsed = time.perf_counter() - t0
-        ver = res.verify(VERIFY[name])
+        ver = res.verify(VERIFY[name]).to_json()
         rows.append({"example": name, "N": js["iterations"]["total"], "W": js["work"], "D": js["depth"],
                      "E_p": js["efficiency"], "parallelism": js["available_parallelism"], "exact": js["exact"],
                      "unknowns": js["unknowns"], "seconds": round(elapsed, 3), "verified": ver["ok"],

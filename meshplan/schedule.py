@@ -50,7 +50,7 @@ def _program_json(pid: int, pr) -> dict[str, Any]:
 def study_to_json(study: PlacementStudy, axis_names: Any = None) -> dict[str, Any]:
     """The schedule document of a placement study (docs/schedule-format.md); ``axis_names`` name the
     parallelism axes (default ``a0, a1, …``)."""
-    from meshplan.api.inputs import as_axis_names
+    from meshplan.models.placement.problem import axis_names as as_axis_names
 
     placements = []
     for pid, pl in enumerate(study.placements):
@@ -159,6 +159,15 @@ class Schedule:
             return self.placements[i], None
         return self.select(placement, program)[0]
 
+    def program(self, placement: Any = 0, program: Any = 0):
+        """Program ``program`` (0 = the fastest simulated) of placement ``placement`` (0 = the fastest) as a
+        :class:`~meshplan.api.reduction_plan.ReductionPlan`, ready for ``.bind(comm)``."""
+        from meshplan.api.reduction_plan import reduction_plan_of
+
+        pl, pr = self.pick(placement, program)
+        return reduction_plan_of(self.system, self.axes, self.reduce, pl.matrix, pr.lowered, pr.program,
+                                 None, None, pl.reduction_groups)
+
 
 def _placement(system: System, m: ParallelismMatrix, reduce: tuple[int, ...], pl: dict, i: int,
                source: str) -> ScheduledPlacement:
@@ -246,7 +255,7 @@ def schedule_from_json(data: Any, source: str = "schedule") -> Schedule:
         if isinstance(err, ModelError):
             raise
         raise ModelError(f"{source}: malformed schedule ({type(err).__name__}: {err})") from err
-    from meshplan.api.inputs import as_axis_names
+    from meshplan.models.placement.problem import axis_names as as_axis_names
 
     names = as_axis_names(data.get("axis_names"), len(axes), what=f"{source}: axis_names")
     nbytes = data.get("bytes_per_device", 2**30)

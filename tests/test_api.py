@@ -135,7 +135,7 @@ def test_exports_are_the_cli_output(capsys, tmp_path):
 
 def test_redistribution_and_bound_are_the_cli_json(capsys):
     doc = _cli_json(capsys, "redistribute", "[4{x}16,16]", "[16,4{x}16]", "--mesh", "x=4", "--json")
-    assert mp.plan_redistribution("x=4", "[4{x}16,16]", "[16,4{x}16]").to_json() == doc
+    assert mp.plan_redistribution("[4{x}16,16]", "[16,4{x}16]", "x=4").to_json() == doc
     doc = _cli_json(capsys, "bound", "--einsum", "ij,jk->ik", "--params", "N_i=32,N_j=32,N_k=32,S=64", "--json")
     rep = mp.analyze_bound("ij,jk->ik", params={"N_i": 32, "N_j": 32, "N_k": 32, "S": 64}).to_json()
     doc.pop("seconds"), rep.pop("seconds")
@@ -143,11 +143,12 @@ def test_redistribution_and_bound_are_the_cli_json(capsys):
 
 
 @pytest.mark.parametrize("call,msg", [
-    (lambda: mp.solve_placement("node=2,gpu=2", "2,x", "0"), "--axes must be comma-separated integers"),
+    (lambda: mp.solve_placement("node=2,gpu=2", "2,x", "0"), "axes must be comma-separated integers"),
     (lambda: mp.solve_placement("nowhere", "2,2", "0"), "unknown system"),
     (lambda: mp.check_program("Reduce slice=nowhere", "node=2,gpu=2", "2,2", "0", matrix=[[2, 1], [1, 2]]),
      "nowhere"),
-    (lambda: mp.plan_redistribution("x=4", "[4{q}16]", "[16]"), "q"),
+    (lambda: mp.plan_redistribution("[4{q}16]", "[16]", "x=4"), "q"),
+    (lambda: mp.plan_redistribution("x=4", "[4{x}16]", "[16]"), "the arguments are (src, dst, mesh)"),
     (lambda: mp.analyze_bound("ij,jk->ik", params="N_i=0"), "sizes must be positive"),
     (lambda: mp.load_schedule({"hello": 1}), "not a meshplan schedule"),
 ])
@@ -171,7 +172,7 @@ NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True)
 @given(st.lists(st.integers(-10**6, 10**6), min_size=1, max_size=8))
 def test_int_lists_round_trip(values):
     text = ",".join(map(str, values))
-    assert as_int_tuple(text, "--axes") == as_int_tuple(values, "--axes") == tuple(values)
+    assert as_int_tuple(text, "axes") == as_int_tuple(values, "axes") == tuple(values)
 
 
 @settings(max_examples=200, deadline=None)
@@ -184,7 +185,7 @@ def test_params_round_trip(values):
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.text(max_size=30), st.integers(), st.floats(), st.none(), st.lists(st.text(max_size=3))))
 def test_string_forms_reject_bad_input_with_model_errors(value):
-    for parse in (lambda v: as_int_tuple(v, "--axes"), as_params, as_bytes):
+    for parse in (lambda v: as_int_tuple(v, "axes"), as_params, as_bytes):
         try:
             parse(value)
         except mp.ModelError:

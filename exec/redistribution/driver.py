@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from meshplan.exec.runtime.launch import run_job
-from meshplan.models.core.errors import MeshplanError
+from meshplan.models.core.errors import ModelError
 from meshplan.models.redistribution.serialize import step_to_dict
 from meshplan.solvers.redistribution.plan import Plan
 
@@ -45,8 +45,8 @@ def run_plans(jobs: Sequence[dict[str, Plan]], *, np: int | None = None, dtype: 
         n = first.decomposition.original.num_devices
         np = n if np is None else np
         if n != np:
-            raise MeshplanError(f"--np {np} does not match the {n} devices of the mesh "
-                                f"{first.decomposition.original.cli()}; use --np {n}")
+            raise ModelError(f"np {np} does not match the {n} devices of the mesh "
+                             f"{first.decomposition.original.cli()}; use np {n}", param="np")
         problems.append({
             "mesh": first.decomposition.original.cli(),
             "src": str(first.src),

@@ -6,13 +6,12 @@ JOB.json (written by :func:`meshplan.exec.reduction.driver.run_programs`) holds
 It runs on the runtime (:func:`~meshplan.exec.runtime.rank.rank_main`, docs/runtime.md).
 Rank ``r`` is device ``r``.  For every program, every rank
 
-1. computes the chunk layouts of all steps (:func:`~meshplan.exec.reduction.driver.chunk_layouts`);
-   a step MPI cannot run makes the program "not executable" on every rank at
-   once, so nothing is launched that could hang;
-2. lowers each step to one mpi4py collective
-   (:func:`~meshplan.exec.runtime.comms.collective_call`) on a cached counting
-   sub-communicator of the step's device groups, with buffers preallocated in the
-   layout's shape ``(chunks held, elements per chunk)``;
+1. binds the program with the executor a user's program binds
+   (:class:`~meshplan.exec.reduction.executor.ReductionExecutor`, without its validity check: ``meshplan
+   run`` also runs invalid programs, to show that they fail); a step MPI cannot run makes the program
+   "not executable" on every rank at once, so nothing is launched that could hang;
+2. takes the executor's step calls (one mpi4py collective per step on a counting sub-communicator of the
+   step's device groups, buffers preallocated in the layout's shape ``(chunks held, elements per chunk)``);
 3. runs the program once to count the bytes handed to MPI per step and verify,
    then ``repeats`` timed runs (:func:`~meshplan.exec.runtime.timing.time_steps`),
    each verified: every rank's final buffer must hold the ``k`` chunks in order,
@@ -28,8 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshplan.exec.reduction.driver import NotExecutable, chunk_elements, chunk_layouts, gather_order
-from meshplan.exec.runtime.comms import CountingComm, SubComms, collective_call
+from meshplan.exec.reduction.driver import NotExecutable, chunk_elements
+from meshplan.exec.reduction.executor import ReductionExecutor
+from meshplan.exec.runtime.comms import collective_call
 from meshplan.exec.runtime.data import integer_array
 from meshplan.exec.runtime.rank import RankContext, rank_main
 from meshplan.exec.runtime.timing import time_steps
@@ -37,43 +37,7 @@ from meshplan.exec.runtime.verify import Verification, mismatched_rows
 from meshplan.models.core.collectives import Collective, apply_collective
 from meshplan.models.reduction.lowering import LoweredProgram, LoweredStep
 
-__all__ = ["compile_program", "handle", "main"]
-
-
-def _step_op(st: LoweredStep, sub: CountingComm | None, layout, after, inp: np.ndarray, rank: int):
-    """One rank's part of one step: ``(callable, output buffer)``; the callable does the MPI call."""
-    if sub is None:  # this rank is in none of the step's groups
-        return None, inp
-    c = Collective.parse(st.collective)
-    g = next(g for g in st.groups if rank in g)
-    E, dt = inp.shape[1], inp.dtype
-    if c.gathers:
-        gathered = np.empty((inp.shape[0] * len(g), E), dtype=dt)
-        call = collective_call(sub, c, inp, gathered)
-        perm = gather_order(layout, g)
-        if perm is None:
-            return call, gathered
-        out = np.empty_like(gathered)
-
-        def gather_sorted() -> None:
-            call()
-            np.take(gathered, perm, axis=0, out=out)  # local re-sort by chunk label, no communication
-        return gather_sorted, out
-    out = np.empty((len(after[rank]), E), dtype=dt)  # the chunks this rank holds after the step
-    if c.reduces:
-        return collective_call(sub, c, inp, None if c.rooted and sub.rank != 0 else out), out
-    if sub.rank == 0:  # a Broadcast's root keeps its buffer
-        return collective_call(sub, c, inp, None), inp
-    return collective_call(sub, c, inp, out), out
-
-
-def compile_program(comms: SubComms, program: LoweredProgram, layouts, x0: np.ndarray):
-    """Per-step callables and the final output buffer of this rank (buffers preallocated)."""
-    ops, buf = [], x0
-    for st, layout, after in zip(program.steps, layouts, layouts[1:]):
-        op, buf = _step_op(st, comms.group(st.groups), layout, after, buf, comms.rank)
-        ops.append(op)
-    return ops, buf
+__all__ = ["handle", "main"]
 
 
 class _Data:
@@ -134,19 +98,20 @@ def run_one(ctx: RankContext, data: _Data, spec: dict, nbytes: int, repeats: int
            "chunk_bytes": E * data.dtype.itemsize, "buffer_bytes": k * E * data.dtype.itemsize,
            "time_s": {"min": None, "median": None}, "step_time_s": [], "times_s": [],
            "bytes_per_rank": [0] * size, "bytes_per_step": []}
+    executor = None
     if spec.get("impl") == "handwritten":  # the baseline: one plain (uncounted) mpi4py Allreduce
         out = np.empty_like(x0)
         ops = [collective_call(ctx.comms.group(groups).comm, Collective.ALL_REDUCE, x0, out)]
         final_labels = tuple(range(k))
         nsteps = 1
     else:
-        try:
-            layouts = chunk_layouts(program, k)
+        try:  # the library path: the executor a user binds, without the validity check (invalid programs run)
+            executor = ReductionExecutor(program, groups, ctx.comm, check=False)
         except NotExecutable as err:  # decided identically on every rank: nobody enters MPI
             res.update(executable=False, reason=str(err), step_time_s=[{"min": None, "median": None}] * nsteps)
             return res
-        ops, out = compile_program(ctx.comms, program, layouts, x0)
-        final_labels = layouts[-1][rank]
+        ops, out = executor.step_calls(x0, np.empty_like(x0))
+        final_labels = executor.final_labels
     counter = ctx.counter
     per_step = [0] * nsteps
     ctx.world.Barrier()
@@ -164,6 +129,8 @@ def run_one(ctx: RankContext, data: _Data, spec: dict, nbytes: int, repeats: int
     timing = time_steps(ctx.world, ops, repeats=repeats, after=verify_again)
     verdict = Verification(not reason[0], reason[0]).combine(ctx.world)
     steps_bytes = ctx.world.gather(per_step, root=0)
+    if executor is not None:
+        executor.close()
     if rank == 0:
         res.update(verified=verdict.ok, reason=verdict.reason, time_s=timing.total.to_json(),
                    step_time_s=[t.to_json() for t in timing.steps], times_s=list(timing.total.times_s),

@@ -36,7 +36,7 @@ from meshplan.exec.tensor.exchange import Exchange, reverse
 from meshplan.exec.tensor.lowered import GroupCollective
 from meshplan.exec.tensor.partition import Partition, check_local
 from meshplan.models.core.errors import ModelError
-from meshplan.models.tensor.halo import Window, halo_plan
+from meshplan.models.tensor.halo import Window, halo_geometry
 from meshplan.models.tensor.lowering import (Lowering, allgather_lowering, broadcast_lowering, reducescatter_lowering,
                                              sumreduce_lowering, transfers_lowering)
 from meshplan.models.tensor.partition import box_is_empty, box_shape, box_volume
@@ -240,7 +240,7 @@ class ReduceScatter(_Moves):
 
 
 class HaloExchange(_Moves):
-    """Owned block → the extended local input a window needs (the model's :class:`HaloPlan`), padding
+    """Owned block → the extended local input a window needs (the model's :class:`HaloGeometry`), padding
     filled with ``pad_value``; the adjoint adds every halo value back into its owner.  Only the inputs the
     window reads are sent (and written: unread positions of the extended array hold ``pad_value``)."""
 
@@ -248,7 +248,7 @@ class HaloExchange(_Moves):
                  *, pad_value: float = 0.0, dtype=np.float64) -> None:
         g = P.model.check_tensor(global_shape)
         self.window = Window.of(len(g), kernel, stride, padding, dilation)
-        self.plan = halo_plan(P.model, g, self.window)
+        self.plan = halo_geometry(P.model, g, self.window)
         self.pad_value = pad_value
         me = None if P.index is None else self.plan.ranks[P.index]
         self.out_block = None if me is None else me.out

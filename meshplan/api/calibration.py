@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from meshplan.api.inputs import as_bytes, as_positive, as_seconds, as_system
+from meshplan.api.inputs import as_bytes, as_seconds, as_system
 from meshplan.api.results import freeze
 from meshplan.models.core.errors import ModelError
-from meshplan.models.core.limits import check_limit, check_memory
+from meshplan.models.core.limits import check_memory
 
 __all__ = ["Calibration", "calibrate", "default_shape"]
 
@@ -63,19 +63,20 @@ def calibrate(np: int, *, system: Any = None, bytes: Any = "1MiB", repeats: int 
     are replaced by the measurements."""
     from meshplan.exec.reduction.calibrate import calibrate as _calibrate
 
-    if isinstance(np, bool) or not isinstance(np, int) or np < 2:
-        raise ModelError(f"--np must be at least 2 to measure anything, got {np}")
+    from meshplan.models.core.checks import check_ranks, check_repeats
+
+    if check_ranks(np, "np") < 2:
+        raise ModelError(f"np must be at least 2 to measure anything, got {np}", param="np")
     shape = as_system(system if system is not None else default_shape(np))
     if shape.num_devices != np:
-        raise ModelError(f"system {shape.short()} has {shape.num_devices} devices but --np is {np}; "
-                         "one rank per device")
-    nbytes = as_bytes(bytes)
+        raise ModelError(f"system {shape.short()} has {shape.num_devices} devices but np is {np}; "
+                         "one rank per device", param=("system", "np"))
+    nbytes = as_bytes(bytes, "bytes")
     if nbytes < 64:
-        raise ModelError(f"--bytes must be at least 64, got {nbytes}")
-    as_positive(repeats, "--repeats")
-    check_limit("repeats", repeats, "--repeats")
-    check_memory(2 * nbytes * np, f"calibrating with --bytes {bytes} on {np} ranks (a send and a receive buffer "
-                 "each)", "use a smaller --bytes")
-    timeout = as_seconds(timeout, "--timeout")
+        raise ModelError(f"bytes must be at least 64, got {nbytes}", param="bytes")
+    check_repeats(repeats)
+    check_memory(2 * nbytes * np, f"calibrating with bytes={bytes} on {np} ranks (a send and a receive buffer "
+                 "each)", "use a smaller bytes")
+    timeout = as_seconds(timeout, "timeout")
     res = _calibrate(shape, nbytes=nbytes, iters=repeats, timeout_s=timeout, progress=progress)
     return Calibration(res["system"], freeze(res["calibration"]))

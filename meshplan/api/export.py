@@ -60,7 +60,7 @@ def export_mesh(schedule: Any, format: str = "jax-mesh", *, placement: Any = 0,
     """The device order of one placement of a schedule (a path, JSON, ``Schedule`` or ``PlacementPlan``)
     as a ``jax-mesh`` or ``torch-mesh``, so the framework's mesh axes land where meshplan placed them.
     ``axis_names`` default to the schedule's (``solve placement --axis-names``, else ``a0, a1, …``)."""
-    from meshplan.api.inputs import as_axis_names
+    from meshplan.models.placement.problem import axis_names as as_axis_names
     from meshplan.schedule import load_schedule
 
     if format not in MESH_FORMATS:
@@ -91,7 +91,7 @@ class Mpi4pyProgram(Result):
 def export_mpi4py(schedule: Any, *, placement: Any = 0, program: Any = 0) -> Mpi4pyProgram:
     """One reduction program of a schedule as a standalone mpi4py program (P2 §3.4 lowering, run with
     ``mpiexec -n N python prog.py``; it verifies its own result against numpy)."""
-    from meshplan.api.inputs import as_axis_names
+    from meshplan.models.placement.problem import axis_names as as_axis_names
     from meshplan.exec.reduction.export import mpi4py_script
     from meshplan.schedule import load_schedule
 

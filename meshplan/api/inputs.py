@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from meshplan.models.core.errors import ModelError, quote
 
 __all__ = ["is_file", "as_system", "as_int_tuple", "as_bytes", "as_matrix_rows", "as_params", "as_mesh", "as_type",
-           "choose_placement", "as_positive", "as_axis_names", "as_seconds", "MAX_SECONDS"]
+           "choose_placement", "as_seconds", "MAX_SECONDS"]
 
 
 def is_file(text: Any) -> bool:
@@ -65,13 +65,6 @@ def as_int_tuple(value: Any, what: str) -> tuple[int, ...]:
     return out
 
 
-def as_positive(value: Any, what: str) -> int:
-    """A positive integer; errors name ``what`` (e.g. ``--repeats``)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ModelError(f"{what} must be at least 1, got {value!r}")
-    return value
-
-
 #: the longest time limit accepted (one week, in seconds)
 MAX_SECONDS = 7 * 24 * 3600
 
@@ -103,20 +96,11 @@ def as_bytes(value: Any, what: str = "--bytes") -> int:
 
 
 def as_matrix_rows(value: Any) -> list[list[int]]:
-    """A parallelism matrix as integer rows, from rows or from text like ``'[[2,2],[2,8]]'``."""
-    if hasattr(value, "tolist"):
-        value = value.tolist()
-    text = value
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except (json.JSONDecodeError, RecursionError):
-            raise ModelError(f"--matrix must be a list of rows like '[[2,2],[2,8]]', got {quote(text)}") from None
-    if (not isinstance(value, (list, tuple)) or not value
-            or not all(isinstance(r, (list, tuple)) and r
-                       and all(isinstance(x, int) and not isinstance(x, bool) for x in r) for r in value)):
-        raise ModelError(f"--matrix must be a list of integer rows like '[[2,2],[2,8]]', got {quote(text)}")
-    return [list(r) for r in value]
+    """A parallelism matrix as integer rows, from rows or from text like ``'[[2,2],[2,8]]'``
+    (:func:`meshplan.models.placement.matrix.matrix_rows`)."""
+    from meshplan.models.placement.matrix import matrix_rows
+
+    return matrix_rows(value)
 
 
 def choose_placement(system, axes: Sequence[int], matrix: Any = None):
@@ -136,7 +120,7 @@ def choose_placement(system, axes: Sequence[int], matrix: Any = None):
         return cands[0]
     listed = " ".join(f"'{m}'" for m in cands[:12]) + (f" … ({len(cands)} in all)" if len(cands) > 12 else "")
     raise ModelError(f"{len(cands)} parallelism matrices place axes {list(axes)} on {system}; choose one "
-                     f"with --matrix: {listed}")
+                     f"with matrix: {listed}", param="matrix")
 
 
 def as_params(value: Any, what: str = "--params", *, minimum: int = 1) -> dict[str, int]:
@@ -205,28 +189,3 @@ def as_type(value: Any):
         return parse_type(value)
     raise ModelError(f"a distributed type must be a DistType or text like '[3{{x}}12,2{{y}}12]', "
                      f"got {type(value).__name__}")
-
-
-def as_axis_names(names: Any, n: int, what: str = "--axis-names") -> tuple[str, ...]:
-    """The names of ``n`` parallelism axes from ``"data,model"`` or a sequence; ``None`` (or empty) gives
-    the defaults ``a0, a1, …``.  Names must be ``n`` distinct Python identifiers (they become JAX / PyTorch
-    mesh axis names), and the message says which rule failed."""
-    if names is None or (isinstance(names, str) and not names.strip()) or (
-            not isinstance(names, str) and hasattr(names, "__len__") and len(names) == 0):
-        return tuple(f"a{i}" for i in range(n))
-    if isinstance(names, str):
-        items = [x.strip() for x in names.split(",")]
-    elif isinstance(names, (list, tuple)):
-        items = list(names)
-    else:
-        raise ModelError(f"{what} must be names separated by commas, e.g. data,model; got {type(names).__name__}")
-    if len(items) != n:
-        raise ModelError(f"{what} needs {n} names, one per axis of --axes, got {len(items)} in {quote(','.join(map(str, items)))}; "
-                         f"e.g. {','.join(('data', 'model', 'pipe', 'seq')[:n]) if n <= 4 else 'a0,a1,…'}")
-    bad = [x for x in items if not (isinstance(x, str) and x.isidentifier())]
-    if bad:
-        raise ModelError(f"{what}: {bad[0]!r} is not a name; use letters, digits and _ (not starting with a digit)")
-    dup = sorted({x for x in items if items.count(x) > 1})
-    if dup:
-        raise ModelError(f"{what}: {dup[0]!r} names more than one axis; names must be distinct")
-    return tuple(items)

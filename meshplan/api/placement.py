@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from meshplan.api.inputs import as_axis_names, as_bytes, as_int_tuple, as_system
+from meshplan.api.inputs import as_bytes, as_int_tuple, as_system
 from meshplan.api.results import Result, value, freeze, library_field
 from meshplan.models.core.errors import ModelError
 
@@ -62,6 +62,21 @@ class PlacementPlan(Result):
         k = self.programs_per_placement if programs == "plan" else programs
         return write_schedule(self.study, axis_names=self.axis_names, programs=k, indent=indent)
 
+    def program(self, placement: int = 0, program: int = 0):
+        """Program ``program`` (0 = the fastest simulated) of placement ``placement`` (0 = the fastest) as a
+        :class:`~meshplan.api.reduction_plan.ReductionPlan`, ready for ``.bind(comm)``; indices count every
+        synthesized program (``study``), also those the plan's JSON leaves out."""
+        from meshplan.api.reduction_plan import reduction_plan_of
+
+        pls = self.study.placements
+        i = _index(placement, len(pls), "placement", "placements")
+        pl = pls[i]
+        j = _index(program, len(pl.programs), "program", f"programs in placement {i}")
+        pr = pl.programs[j]
+        st = self.study
+        return reduction_plan_of(st.system, st.axes, st.reduce, pl.matrix, pr.lowered, pr.program, None,
+                                 pl.hierarchy, pl.reduction_groups)
+
     def schedule(self):
         """The plan as a :class:`~meshplan.schedule.Schedule` (what :func:`~meshplan.schedule.load_schedule`
         returns for the saved file)."""
@@ -70,13 +85,14 @@ class PlacementPlan(Result):
         return schedule_from_json(self.to_json(), source="solve_placement")
 
 
-def solve_placement(system: Any, axes: Any, reduce: Any, *, max_size: int = 5, dsl: str = "full",
+def solve_placement(system: Any, axes: Any = None, reduce: Any = None, *, max_size: int = 5, dsl: str = "full",
                     bytes: Any = "1GiB", algo: str = "ring", solver: str = "cpsat",
                     pin: Iterable[str] = (), inside: Iterable[str] = (), axis_names: Any = None,
                     programs: int | None = DEFAULT_PROGRAMS,
                     progress: Callable[[int, int], None] | None = None) -> PlacementPlan:
     """Every placement of ``axes`` on ``system`` with its synthesized reduction programs, fastest first
-    (P2 §3.1 placement, §3.3–3.5 synthesis, §5 simulation).
+    (P2 §3.1 placement, §3.3–3.5 synthesis, §5 simulation).  ``system`` may also be a whole
+    :class:`~meshplan.models.placement.problem.PlacementProblem`.
 
     ``system``: a System, preset, file or ``node=4,gpu=16``; ``axes``/``reduce``: ``"4,16"`` or a
     sequence; ``bytes``: data per device (``"1GiB"`` or an int); ``pin``: entries ``"AXIS:LEVEL=F"``
@@ -87,31 +103,42 @@ def solve_placement(system: Any, axes: Any, reduce: Any, *, max_size: int = 5, d
     one is synthesized, re-checked and simulated either way, and ``study`` holds them all);
     ``progress(done, total)`` is called per placement."""
     from meshplan.models.placement.constraints import PlacementConstraints
+    from meshplan.models.placement.problem import PlacementProblem
     from meshplan.solvers.placement.study import solve_placement as _solve
 
-    system = as_system(system)
-    axes = as_int_tuple(axes, "--axes")
-    reduce = as_int_tuple(reduce, "--reduce")
-    names = as_axis_names(axis_names, len(axes))
-    if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
-        raise ModelError(f"--max-size must be at least 1, got {max_size}")
+    if isinstance(system, PlacementProblem):
+        problem = system
+    else:
+        sysv = as_system(system)
+        axes_t = as_int_tuple(axes, "axes")
+        problem = PlacementProblem(sysv, axes_t, as_int_tuple(reduce, "reduce"), axis_names or (), max_size, dsl,
+                                   as_bytes(bytes, "bytes"), algo, solver,
+                                   PlacementConstraints.parse(sysv, list(pin), list(inside)))
     _check_programs(programs)
-    nbytes = as_bytes(bytes)
-    cons = PlacementConstraints.parse(system, list(pin), list(inside))
+    p = problem
     try:
-        study = _solve(system, axes, reduce, max_size=max_size, dialect=dsl, bytes_per_device=nbytes, algo=algo,
-                       backend=solver, constraints=cons, progress=progress)
+        study = _solve(p.system, p.axes, p.reduce, max_size=p.max_size, dialect=p.dsl,
+                       bytes_per_device=p.bytes_per_device, algo=p.algo, backend=p.solver,
+                       constraints=p.constraints, progress=progress)
     except ValueError as err:  # a registered backend without a placement encoding
         if isinstance(err, ModelError) or "encoding" not in str(err):
             raise
-        raise ModelError(f"--solver {solver}: {err}; choose another solver backend") from err
+        raise ModelError(f"solver {p.solver}: {err}; choose another solver backend", param="solver") from err
+    names = p.axis_names
     doc = schedule_document(study, names, programs)
     return PlacementPlan(**{k: freeze(v) for k, v in doc.items()}, study=study)
 
 
+def _index(value: Any, n: int, what: str, things: str) -> int:
+    """An index into ``n`` things (0 = the first, the fastest); errors name ``what``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n:
+        raise ModelError(f"{what} must be an index 0..{n - 1} (there are {n} {things}), got {value!r}", param=what)
+    return value
+
+
 def _check_programs(programs: Any) -> None:
     if programs is not None and (isinstance(programs, bool) or not isinstance(programs, int) or programs < 1):
-        raise ModelError(f"--top-programs must be at least 1, got {programs!r} (or --all-programs for every program)")
+        raise ModelError(f"programs must be at least 1, got {programs!r} (or None for every program)", param="programs")
 
 
 def _truncated(study, programs: int | None):

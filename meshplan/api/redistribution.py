@@ -1,71 +1,85 @@
 """Redistribution of distributed arrays without exceeding the larger tile (paper §7; docs/redistribute.md).
 
-:func:`plan_redistribution` is ``meshplan redistribute SRC DST --mesh …``, :func:`run_redistribution`
-adds ``--run``; both return a :class:`RedistributionPlan` whose fields are the keys of that verb's
-``--json``.
+The spine: :class:`~meshplan.models.redistribution.problem.RedistributionProblem` → :func:`plan_redistribution`
+→ :class:`RedistributionPlan` → ``plan.bind(comm)`` (a
+:class:`~meshplan.exec.redistribution.executor.RedistributionExecutor`) → :class:`RedistributionRun` (what
+:func:`run_redistribution` measured).  ``meshplan redistribute SRC DST --mesh …`` prints
+``plan.to_json()``; with ``--run`` the plan carries its ``run``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from meshplan.api.inputs import as_mesh, as_positive, as_type
-from meshplan.api.results import Result, value, freeze, library_field
+from meshplan.api.inputs import as_mesh, as_type
+from meshplan.models.core.errors import ModelError
+from meshplan.models.core.values import Value, library_field, value
+from meshplan.models.redistribution.problem import RedistributionProblem
 
-__all__ = ["RedistributionPlan", "plan_redistribution", "run_redistribution", "plan_json"]
-
-
-def _program_json(plan, itemsize: int) -> dict[str, Any]:
-    steps = []
-    for s in plan.steps:
-        entry = {
-            "op": s.step.op,
-            "axes": list(s.step.axes),
-            "dims": list(s.step.dims),
-            "type": plan.display(s.type),
-            "prime_type": str(s.type),
-            "local_size": s.localsize,
-            "local_bytes": s.localsize * itemsize,
-            "cost_bytes": s.cost * itemsize,
-        }
-        if s.step.op == "allpermute":
-            entry["moved_devices"] = s.step.moved
-        steps.append(entry)
-    return {
-        "program": steps,
-        "height": plan.height,
-        "height_bytes": plan.height * itemsize,
-        "cost": plan.cost,
-        "cost_bytes": plan.cost * itemsize,
-    }
-
-
-def plan_json(search, baseline, itemsize: int) -> dict[str, Any]:
-    """The ``redistribute --json`` document of a searched program and its baseline (docs/redistribute.md)."""
-    dec = search.decomposition
-    out = {
-        "mesh": dec.original.cli(),
-        "prime_mesh": dec.prime.cli(),
-        "src": str(dec.recompose(search.src)),
-        "dst": str(dec.recompose(search.dst)),
-        "itemsize": itemsize,
-        "bound": search.bound,
-        "bound_bytes": search.bound * itemsize,
-        **_program_json(search, itemsize),
-        "weak_cost_bytes": search.weak_cost * itemsize,
-        "within_bound": search.height <= search.bound,
-    }
-    out["baseline"] = _program_json(baseline, itemsize)
-    return out
+__all__ = ["RedistributionStep", "RedistributionProgram", "RedistributionPlan", "ProgramRunStats",
+           "RedistributionRun", "plan_redistribution", "run_redistribution"]
 
 
 @value
-class RedistributionPlan(Result):
+class RedistributionStep(Value):
+    """One step of a program: the collective (``op``), its mesh ``axes`` and tensor ``dims``, the type after it
+    (over the user's mesh, and over the prime mesh), the local tile after it and the bytes it moves per device;
+    ``moved_devices`` (an ``allpermute`` only) counts the devices that receive."""
+
+    op: str
+    axes: tuple[str, ...]
+    dims: tuple[int, ...]
+    type: str
+    prime_type: str
+    local_size: int
+    local_bytes: int
+    cost_bytes: int
+    moved_devices: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc = Value.to_json(self)
+        if self.moved_devices is None:  # the key exists for an allpermute only
+            del doc["moved_devices"]
+        return doc
+
+
+@value
+class RedistributionProgram(Value):
+    """A program's steps, its height (the largest tile a device holds) and cost (elements moved per device),
+    in elements and bytes."""
+
+    program: tuple[RedistributionStep, ...]
+    height: int
+    height_bytes: int
+    cost: int
+    cost_bytes: int
+
+
+@value
+class ProgramRunStats(Value):
+    """One program on MPI: verified against numpy after every step, the largest tile and live bytes a rank
+    held, the median time of the slowest rank."""
+
+    verified: bool
+    peak_tile_bytes: int
+    peak_live_bytes: int
+    time_s: float | None
+
+
+@value
+class RedistributionRun(Value):
+    """Both programs run on ``np`` ranks (:func:`run_redistribution`)."""
+
+    np: int
+    search: ProgramRunStats
+    baseline: ProgramRunStats
+
+
+@value
+class RedistributionPlan(Value):
     """The searched program (``program``, ``height``, ``cost`` …, in elements and bytes), the XLA-style
     ``baseline``, the ``dtype`` and, after :func:`run_redistribution`, the MPI ``run`` (docs/redistribute.md,
-    JSON).  ``search`` and ``baseline_plan`` hold the library's plan values."""
+    JSON).  ``search`` and ``baseline_plan`` hold the planner's values, ``problem`` the problem."""
 
     mesh: str
     prime_mesh: str
@@ -74,22 +88,23 @@ class RedistributionPlan(Result):
     itemsize: int
     bound: int
     bound_bytes: int
-    program: tuple
+    program: tuple[RedistributionStep, ...]
     height: int
     height_bytes: int
     cost: int
     cost_bytes: int
     weak_cost_bytes: int
     within_bound: bool
-    baseline: Mapping
+    baseline: RedistributionProgram
     dtype: str
-    run: Mapping | None = None
+    run: RedistributionRun | None = None
     search: Any = library_field()
     baseline_plan: Any = library_field()
+    problem: Any = library_field()
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` document (``run`` only when the plans ran)."""
-        doc = Result.to_json(self)
+        doc = Value.to_json(self)
         if doc["run"] is None:
             del doc["run"]
         return doc
@@ -97,40 +112,82 @@ class RedistributionPlan(Result):
     @property
     def verified(self) -> bool:
         """Whether every program that ran was verified (True when nothing ran)."""
-        return self.run is None or all(v["verified"] for k, v in self.run.items() if k != "np")
+        return self.run is None or (self.run.search.verified and self.run.baseline.verified)
+
+    def bind(self, comm: Any, *, program: str = "search"):
+        """The executor of the searched program (``program="baseline"``: the XLA-style one) on ``comm``, one
+        rank per mesh device (collective over ``comm``): ``ex(x_tile)`` redistributes, ``ex.source_tile(x)`` and
+        ``ex.target_tile(x)`` cut this rank's tiles out of a global array."""
+        from meshplan.exec.redistribution.executor import RedistributionExecutor
+
+        if program not in ("search", "baseline"):
+            raise ModelError(f"program must be 'search' or 'baseline', got {program!r}", param="program")
+        p = self.search if program == "search" else self.baseline_plan
+        return RedistributionExecutor(p.decomposition, p.src, p.ops, comm)
 
 
-def plan_redistribution(mesh: Any, src: Any, dst: Any, *, dtype: str = "f32") -> RedistributionPlan:
+def _steps(plan, itemsize: int) -> tuple[RedistributionStep, ...]:
+    return tuple(RedistributionStep(s.step.op, tuple(s.step.axes), tuple(s.step.dims), plan.display(s.type),
+                                    str(s.type), s.localsize, s.localsize * itemsize, s.cost * itemsize,
+                                    s.step.moved if s.step.op == "allpermute" else None)
+                 for s in plan.steps)
+
+
+def _program(plan, itemsize: int) -> RedistributionProgram:
+    return RedistributionProgram(_steps(plan, itemsize), plan.height, plan.height * itemsize, plan.cost,
+                                 plan.cost * itemsize)
+
+
+def _problem(src: Any, dst: Any, mesh: Any, dtype: Any) -> RedistributionProblem:
+    if isinstance(src, RedistributionProblem):
+        return src
+    if isinstance(src, str) and "=" in src and "[" not in src:
+        raise ModelError(f"src {src!r} looks like a mesh: the arguments are (src, dst, mesh), e.g. "
+                         "plan_redistribution('[4{x}16,16]', '[16,4{x}16]', 'x=4')", param="src")
+    if mesh is None:
+        raise ModelError("mesh is missing: give the mesh the types live on, e.g. mesh='x=4,y=2'", param="mesh")
+    return RedistributionProblem(as_type(src), as_type(dst), as_mesh(mesh), dtype)
+
+
+def plan_redistribution(src: Any, dst: Any = None, mesh: Any = None, *, dtype: str = "f32") -> RedistributionPlan:
     """The memory-bounded program of the shortest-path search (§7) that redistributes an array from type
-    ``src`` to ``dst`` on ``mesh`` (e.g. ``"x=4,y=4"``, ``"[4{x}16,16]"``, ``"[16,4{x}16]"``), never holding
-    more per device than the larger tile, next to the XLA-style baseline.  ``dtype`` (``f32``, ``f64``,
-    ``bf16``, ``i32`` …) sets the byte figures."""
-    from meshplan.models.core.dtypes import dtype_bytes
+    ``src`` to ``dst`` on ``mesh`` (e.g. ``"[4{x}16,16]"``, ``"[16,4{x}16]"``, ``"x=4"``; or one
+    :class:`RedistributionProblem`), never holding more per device than the larger tile, next to the
+    XLA-style baseline.  ``dtype`` (``f32``, ``f64``, ``bf16``, ``i32`` …) sets the byte figures."""
     from meshplan.solvers.redistribution.baseline import baseline_plan
     from meshplan.solvers.redistribution.plan import plan_redistribution as _plan
 
-    m, s, d = as_mesh(mesh), as_type(src), as_type(dst)
-    itemsize = dtype_bytes(dtype)
-    search = _plan(m, s, d)
-    base = baseline_plan(m, s, d)
-    doc = plan_json(search, base, itemsize)
-    doc["dtype"] = dtype
-    return RedistributionPlan(**{k: freeze(v) for k, v in doc.items()}, search=search, baseline_plan=base)
+    pr = _problem(src, dst, mesh, dtype)
+    item = pr.itemsize
+    search = _plan(pr.mesh, pr.src, pr.dst)
+    base = baseline_plan(pr.mesh, pr.src, pr.dst)
+    dec = search.decomposition
+    return RedistributionPlan(
+        mesh=dec.original.cli(), prime_mesh=dec.prime.cli(), src=str(dec.recompose(search.src)),
+        dst=str(dec.recompose(search.dst)), itemsize=item, bound=search.bound, bound_bytes=search.bound * item,
+        program=_steps(search, item), height=search.height, height_bytes=search.height * item, cost=search.cost,
+        cost_bytes=search.cost * item, weak_cost_bytes=search.weak_cost * item,
+        within_bound=search.height <= search.bound, baseline=_program(base, item), dtype=pr.dtype,
+        search=search, baseline_plan=base, problem=pr)
 
 
-def run_redistribution(mesh: Any, src: Any, dst: Any, *, dtype: str = "f32", np: int | None = None,
+def run_redistribution(src: Any, dst: Any = None, mesh: Any = None, *, dtype: str = "f32", np: int | None = None,
                        repeats: int = 3) -> RedistributionPlan:
     """:func:`plan_redistribution`, then run the searched and the baseline program on MPI ranks (one per
-    mesh device), verify the result against numpy and report peak memory and time (``run``)."""
+    mesh device) through their executors, verify the result against numpy after every step and report
+    peak memory and time (``run``)."""
     from dataclasses import replace
 
     from meshplan.exec.redistribution.driver import run_plans
+    from meshplan.models.core.checks import check_ranks, check_repeats
 
-    as_positive(repeats, "--repeats")
-    plan = plan_redistribution(mesh, src, dst, dtype=dtype)
-    res = run_plans([{"search": plan.search, "baseline": plan.baseline_plan}], np=np, dtype=dtype,
+    check_repeats(repeats)
+    if np is not None:
+        check_ranks(np, "np")
+    plan = plan_redistribution(src, dst, mesh, dtype=dtype)
+    res = run_plans([{"search": plan.search, "baseline": plan.baseline_plan}], np=np, dtype=plan.dtype,
                     repeats=repeats)[0]
-    run = {"np": plan.search.decomposition.original.num_devices,
-           **{name: {"verified": r.verified, "peak_tile_bytes": r.peak_tile_bytes,
-                     "peak_live_bytes": r.peak_live_bytes, "time_s": r.time_s} for name, r in res.items()}}
-    return replace(plan, run=freeze(run))
+    stats = {name: ProgramRunStats(r.verified, r.peak_tile_bytes, r.peak_live_bytes, r.time_s)
+             for name, r in res.items()}
+    run = RedistributionRun(plan.search.decomposition.original.num_devices, stats["search"], stats["baseline"])
+    return replace(plan, run=run)

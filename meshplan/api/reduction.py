@@ -12,63 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from meshplan.api.inputs import as_bytes, as_int_tuple, as_system, choose_placement, is_file
+from meshplan.api.inputs import as_bytes, as_int_tuple, as_system, choose_placement
+from meshplan.api.reduction_plan import plan_reduction
 from meshplan.api.results import Result, value, freeze, library_field
 from meshplan.models.core.errors import ModelError, VerificationError
 
-__all__ = ["PlacedProgram", "place_program", "synthesize", "simulate", "ProgramCheck", "ScheduleCheck",
+__all__ = ["synthesize", "simulate", "ProgramCheck", "ScheduleCheck",
            "check_program", "check_schedule", "check_json"]
-
-
-@dataclass(frozen=True, slots=True)
-class PlacedProgram:
-    """A text reduction program resolved on a placement: the parsed program, the system, axes, reduction
-    axes, parallelism matrix, synthesis hierarchy (P2 §3.3), reduction groups and the lowered program."""
-
-    program: Any  # program_text.TextProgram
-    system: Any
-    axes: tuple[int, ...]
-    reduce: tuple[int, ...]
-    matrix: Any
-    hierarchy: Any
-    groups: tuple[tuple[int, ...], ...]
-    lowered: Any
-    source: str | None = None
-
-
-def _read_text(program: Any) -> tuple[str, str | None]:
-    if hasattr(program, "__fspath__") or (isinstance(program, str) and "\n" not in program and is_file(program)):
-        from meshplan.models.core.files import read_text
-
-        return read_text(program, what="program file"), str(program)
-    if isinstance(program, str):
-        return program, None
-    raise ModelError(f"a program must be text (docs/check.md), a file path or a parsed program, "
-                     f"got {type(program).__name__}")
-
-
-def place_program(program: Any, system: Any, axes: Any, reduce: Any, *, matrix: Any = None) -> PlacedProgram:
-    """Resolve a reduction program on a placement (P2 §3.4).  ``program``: text in the format of
-    docs/check.md (``AllReduce slice=gpu``, ``Reduce groups=[[0,1]]``, one step per line), a path to such
-    a file (a :class:`pathlib.Path`, or a one-line str naming an existing file), or a parsed ``TextProgram``.  ``matrix`` may be
-    omitted when only one parallelism matrix places ``axes`` on ``system``."""
-    from meshplan.models.placement.matrix import check_axes
-    from meshplan.models.reduction.hierarchy import synthesis_hierarchy
-    from meshplan.models.reduction.program_text import TextProgram, parse_program, resolve
-
-    if isinstance(program, TextProgram):
-        parsed, source = program, program.source
-    else:
-        text, source = _read_text(program)
-        parsed = parse_program(text, source=source)
-    system = as_system(system)
-    axes = check_axes(system, as_int_tuple(axes, "--axes"))
-    reduce = as_int_tuple(reduce, "--reduce")
-    m = choose_placement(system, axes, matrix)
-    h = synthesis_hierarchy(m, reduce)
-    lowered = resolve(parsed, h)
-    groups = tuple(tuple(g) for g in m.reduction_groups(reduce))
-    return PlacedProgram(parsed, system, tuple(axes), tuple(reduce), m, h, groups, lowered, source)
 
 
 def synthesize(system: Any, axes: Any = None, reduce: Any = None, *, matrix: Any = None, max_size: int = 5,
@@ -108,8 +58,8 @@ def simulate(system: Any, program: Any, *, axes: Any = None, reduce: Any = None,
     else:
         if axes is None or reduce is None:
             raise ModelError("simulating a text program needs axes= and reduce= (its placement)")
-        placed = place_program(program, sysv, axes, reduce, matrix=matrix)
-        lowered, k = placed.lowered, (chunks or len(placed.groups[0]))
+        placed = plan_reduction(program, sysv, axes, reduce, matrix=matrix)
+        lowered, k = placed.lowered, (chunks or len(placed.reduction_groups[0]))
     return _simulate(sysv, lowered, bytes_per_device=as_bytes(bytes), chunks=k, algo=algo)
 
 
@@ -169,7 +119,8 @@ def _raise_if_disagree(results) -> None:
 @value
 class ProgramCheck(Result):
     """The answer of :func:`check_program`: the placement, then the verdicts (docs/check.md, JSON).
-    ``result`` holds the library's ``CheckResult``, ``placed`` the :class:`PlacedProgram`."""
+    ``result`` holds the library's ``CheckResult``, ``placed`` the
+    :class:`~meshplan.api.reduction_plan.ReductionPlan`."""
 
     file: str | None
     system: str
@@ -204,17 +155,19 @@ def check_program(program: Any, system: Any, axes: Any, reduce: Any, *, matrix: 
                   bytes: Any = "1GiB", algo: str = "ring", proof: bool = True) -> ProgramCheck:
     """Prove that a reduction program computes exactly the requested reduction (P2 Figure 8 replay, a z3
     proof by symbolic execution unless ``proof=False``, and a numpy run), and simulate it when valid.
-    ``program`` as in :func:`place_program`.  A negative verdict is a result (``valid`` False), not an
+    ``program`` as in :func:`~meshplan.api.reduction_plan.plan_reduction`.  A negative verdict is a result (``valid`` False), not an
     error."""
     from meshplan.solvers.reduction.proof import check_program as _check
 
-    placed = place_program(program, system, axes, reduce, matrix=matrix)
+    placed = plan_reduction(program, system, axes, reduce, matrix=matrix)
     nbytes = as_bytes(bytes)
-    res = _check(placed.system, placed.lowered, placed.groups, bytes_per_device=nbytes, algo=algo, proof=proof)
-    doc = {"file": placed.source, "system": placed.system.short(), "axes": list(placed.axes),
-           "reduce": list(placed.reduce), "matrix": placed.matrix.tolist(),
+    res = _check(placed.system_value, placed.lowered, placed.reduction_groups, bytes_per_device=nbytes, algo=algo,
+                 proof=proof)
+    doc = {"file": placed.source, "system": placed.system, "axes": list(placed.axes),
+           "reduce": list(placed.reduce), "matrix": placed.placement.tolist(),
            "synthesis_hierarchy": [{"name": lv.name, "size": lv.size} for lv in placed.hierarchy.levels],
-           "reduction_groups": [list(g) for g in placed.groups], "bytes_per_device": nbytes, "algo": algo}
+           "reduction_groups": [list(g) for g in placed.reduction_groups], "bytes_per_device": nbytes,
+           "algo": algo}
     doc.update(check_json(res, placed.program.lines))
     return ProgramCheck(**{k: freeze(v) for k, v in doc.items()}, result=res, placed=placed)
 

@@ -9,15 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from meshplan.api.inputs import as_bytes, as_positive, as_seconds, is_file
+from meshplan.api.inputs import as_bytes, as_seconds, is_file
 from meshplan.api.results import Result, value, freeze, library_field
 from meshplan.models.core.errors import ModelError
-from meshplan.models.core.limits import check_limit, check_memory
+from meshplan.models.core.limits import check_memory
 
-__all__ = ["ProgramRuns", "run_programs", "open_runnable", "steps_text", "bandwidths", "DTYPES"]
-
-#: element types of the MPI buffers (small integer values, so every check is exact)
-DTYPES = ("int64", "int32", "float64", "float32")
+__all__ = ["ReductionRun", "run_programs", "open_runnable", "steps_text", "bandwidths"]
 
 
 def bandwidths(collective: Any, n: int, size_bytes: float, time_s: float | None) -> tuple[float | None, float | None]:
@@ -43,7 +40,7 @@ def open_runnable(source: Any, *, system: Any = None, axes: Any = None, reduce: 
     placement plan), or a text program (a file path, or its text such as ``"AllReduce slice=root"``)
     given with ``system``, ``axes``,
     ``reduce`` and, when several placements exist, ``matrix`` — then a one-program schedule."""
-    from meshplan.api.reduction import place_program
+    from meshplan.api.reduction_plan import plan_reduction
     from meshplan.schedule import Schedule, ScheduledPlacement, ScheduledProgram, load_schedule
 
     text_flags = [f for f, v in (("system", system), ("axes", axes), ("reduce", reduce), ("matrix", matrix))
@@ -69,14 +66,15 @@ def open_runnable(source: Any, *, system: Any = None, axes: Any = None, reduce: 
     if missing:
         raise ModelError(f"a text program needs {', '.join('--' + m for m in missing)} (the system and placement "
                          "it runs on)")
-    placed = place_program(program, system, axes, reduce, matrix=matrix)
+    placed = plan_reduction(program, system, axes, reduce, matrix=matrix)
     text = "; ".join(str(i) for i in placed.program.items)
-    pl = ScheduledPlacement(0, placed.matrix, placed.groups, (ScheduledProgram(0, text, None, placed.lowered, None),))
-    return Schedule(placed.system, placed.axes, placed.reduce, 2**30, "ring", (pl,))
+    pl = ScheduledPlacement(0, placed.placement, placed.reduction_groups,
+                            (ScheduledProgram(0, text, None, placed.lowered, None),))
+    return Schedule(placed.system_value, placed.axes, placed.reduce, 2**30, "ring", (pl,))
 
 
 @value
-class ProgramRuns(Result):
+class ReductionRun(Result):
     """The answer of :func:`run_programs` (docs/run.md, JSON): one entry per program in ``programs``
     (verified, times, bytes per rank measured / simulated / modelled, per-step detail).  ``runs`` holds
     the runtime's ``ProgramRun`` values and ``schedule_value`` the schedule that ran."""
@@ -108,7 +106,7 @@ def _sim(system, lowered, nbytes: int, k: int, algo: str):
 def run_programs(schedule: Any, *, placement: Any = None, program: Any = None, system: Any = None,
                  axes: Any = None, reduce: Any = None, matrix: Any = None, np: int | None = None,
                  bytes: Any = "1MiB", repeats: int = 5, dtype: str = "int64",
-                 timeout: float = 600.0, progress: Any = None) -> ProgramRuns:
+                 timeout: float = 600.0, progress: Any = None) -> ReductionRun:
     """Run reduction programs on ``np`` MPI ranks (one per device), each on random integer-valued data
     split into k chunks (k = reduction-group size), verify every rank's result against numpy, and time
     them (min and median over ``repeats`` runs, slowest rank) — docs/run.md.  ``schedule`` and the
@@ -124,16 +122,17 @@ def run_programs(schedule: Any, *, placement: Any = None, program: Any = None, s
     from meshplan.exec.reduction.driver import run_programs as _run
     from meshplan.models.reduction.checker import replay
 
+    from meshplan.models.core.checks import check_ranks, check_repeats
+    from meshplan.models.core.dtypes import RUNNABLE, as_dtype
+
     sched = open_runnable(schedule, system=system, axes=axes, reduce=reduce, matrix=matrix)
     n = sched.system.num_devices
-    np_ = n if np is None else np
+    np_ = n if np is None else check_ranks(np, "np")
     if np_ != n:
-        raise ModelError(f"--np {np_} does not match the {n} devices of system {sched.system}; "
-                         f"meshplan runs one rank per device: use --np {n}")
-    as_positive(repeats, "--repeats")
-    check_limit("repeats", repeats, "--repeats")
-    if dtype not in DTYPES:
-        raise ModelError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+        raise ModelError(f"np {np_} does not match the {n} devices of system {sched.system}; "
+                         f"meshplan runs one rank per device: use np {n}", param="np")
+    check_repeats(repeats)
+    dtype = as_dtype(dtype, allowed=RUNNABLE).numpy  # the numpy spelling, as the JSON has it
     nbytes = as_bytes(bytes)
     timeout = as_seconds(timeout, "--timeout")
     chosen = sched.select(placement, program)
@@ -174,7 +173,7 @@ def run_programs(schedule: Any, *, placement: Any = None, program: Any = None, s
         })
     failed = sum(not x["verified"] for x in rows)
     name = str(schedule) if isinstance(schedule, Path) or (isinstance(schedule, str) and is_file(schedule)) else None
-    return ProgramRuns(name, sched.system.short(), np_, nbytes, runs[0].buffer_bytes, dtype, repeats,
+    return ReductionRun(name, sched.system.short(), np_, nbytes, runs[0].buffer_bytes, dtype, repeats,
                        len(rows) - failed, failed, freeze(rows), tuple(runs), sched)
 
 

@@ -1,119 +1,115 @@
-"""DistDL-style tensor partitions (DistDL paper, sections 3–4; docs/tensor.md): the halo planning aid and the
-MPI check suite.  :func:`tensor_halo` is ``meshplan tensor halo``, :func:`check_tensor` is ``meshplan tensor
-check``; their results' fields are the keys of those verbs' ``--json``.  The distributed tensors themselves
-(``Partition``, the primitives and layers) live in :mod:`meshplan.tensor`."""
+"""DistDL-style tensor partitions (DistDL paper, sections 3–4; docs/tensor.md): the halo exchange's spine and
+the MPI check suite.
+
+:class:`~meshplan.models.tensor.problem.HaloProblem` → :func:`plan_halo` → :class:`HaloPlan` (``meshplan tensor
+halo``; its fields are that verb's ``--json`` keys) → ``plan.bind(comm)`` (a
+:class:`~meshplan.exec.tensor.executor.HaloExecutor`: the halo exchange on this rank's block, with its adjoint).
+:func:`check_tensor` is ``meshplan tensor check`` and returns a :class:`TensorRun`.  The other primitives and
+the distributed layers live in :mod:`meshplan.tensor`.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
-from meshplan.api.inputs import as_int_tuple, as_seconds
-from meshplan.api.results import Result, value, freeze, library_field
+from meshplan.api.inputs import as_seconds
 from meshplan.models.core.errors import ModelError
+from meshplan.models.core.values import Value, library_field, value
+from meshplan.models.tensor.problem import HaloProblem
 
-__all__ = ["HaloReport", "tensor_halo", "halo_report", "TensorCheck", "check_tensor"]
-
-
-def _window_values(value: Any, flag: str, n_spatial: int, minimum: int) -> tuple[int, ...]:
-    vals = as_int_tuple(value, flag)
-    if len(vals) == 1:
-        vals = vals * n_spatial
-    if len(vals) != n_spatial:
-        raise ModelError(f"{flag} gives {len(vals)} values but the tensor has {n_spatial} spatial dimension(s)")
-    if any(v < minimum for v in vals):
-        raise ModelError(f"{flag} must be >= {minimum}, got {','.join(map(str, vals))}")
-    return vals
+__all__ = ["RankHaloEntry", "HaloPlan", "plan_halo", "TensorRun", "check_tensor"]
 
 
-def halo_report(partition: Any, shape: Any, kernel: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
-                itemsize: int = 8) -> tuple[dict, Any]:
-    """The ``tensor halo --json`` document and the model's :class:`~meshplan.models.tensor.halo.HaloPlan`."""
-    from meshplan.models.tensor.halo import Window, halo_plan
-    from meshplan.models.tensor.partition import CartesianPartition
+@value
+class RankHaloEntry(Value):
+    """One rank of a halo plan: its grid coordinates, owned input block, output block, needed input range,
+    halo widths per dimension (negative: owned inputs not needed), the ranks it reads from and its bytes."""
 
-    partition, shape = as_int_tuple(partition, "--partition"), as_int_tuple(shape, "--shape")
-    if isinstance(itemsize, bool) or not isinstance(itemsize, int) or itemsize < 1:
-        raise ModelError(f"--itemsize must be a positive integer, got {itemsize!r}")
-    if len(shape) != len(partition):
-        raise ModelError(f"--shape has {len(shape)} dimensions but --partition has {len(partition)}; give one part "
-                         "count per tensor dimension")
-    if any(n < 0 for n in shape):
-        raise ModelError(f"--shape {','.join(map(str, shape))} has a negative length")
-    if any(p < 1 for p in partition):
-        raise ModelError(f"--partition {','.join(map(str, partition))} must hold part counts >= 1")
-    part = CartesianPartition.of(partition)
-    lead = 2 if len(shape) >= 3 else 0
-    ns = len(shape) - lead
-    win = Window((1,) * lead + _window_values(kernel, "--kernel", ns, 1),
-                 (1,) * lead + _window_values(stride, "--stride", ns, 1),
-                 (0,) * lead + _window_values(padding, "--padding", ns, 0),
-                 (1,) * lead + _window_values(dilation, "--dilation", ns, 1))
+    rank: int
+    coords: tuple[int, ...]
+    owned: tuple[tuple[int, int], ...]
+    output: tuple[tuple[int, int], ...]
+    needed: tuple[tuple[int, int], ...]
+    halo: tuple[tuple[int, int], ...]
+    sources: tuple[int, ...]
+    bytes_sent: int
+    bytes_received: int
+
+
+@value
+class HaloPlan(Value):
+    """Per rank of a partitioned convolution/pooling window: owned input block, output block, needed input
+    range, halo widths, source ranks and bytes (docs/tensor.md).  With three or more dimensions the first two
+    are batch and channel.  ``geometry`` holds the model's
+    :class:`~meshplan.models.tensor.halo.HaloGeometry`, ``problem`` the problem."""
+
+    partition: tuple[int, ...]
+    shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    itemsize: int
+    ranks: tuple[RankHaloEntry, ...]
+    total_bytes: int
+    geometry: Any = library_field()
+    problem: Any = library_field()
+
+    def bind(self, comm: Any, *, pad_value: float = 0.0):
+        """The halo exchange on ``comm`` (grid index ``i`` on rank ``i``; collective over ``comm``): see
+        :class:`~meshplan.exec.tensor.executor.HaloExecutor`."""
+        from meshplan.exec.tensor.executor import HaloExecutor
+
+        return HaloExecutor(self.problem, comm, pad_value=pad_value)
+
+
+def plan_halo(partition: Any, shape: Any = None, kernel: Any = None, *, stride: Any = 1, padding: Any = 0,
+              dilation: Any = 1, dtype: Any = "f64") -> HaloPlan:
+    """The halo geometry of a window on a tensor of ``shape`` partitioned by ``partition`` (``"1,1,4"`` or a
+    tuple; or one :class:`HaloProblem`): ``kernel``, ``stride``, ``padding``, ``dilation`` take one value or one
+    per spatial dimension; ``dtype`` sets the bytes.  No MPI."""
+    from meshplan.models.core.limits import check_limit
+    from meshplan.models.tensor.halo import halo_geometry
+
+    if isinstance(partition, HaloProblem):
+        problem = partition
+    else:
+        if shape is None or kernel is None:
+            raise ModelError("plan_halo needs partition, shape and kernel", param=("shape", "kernel"))
+        problem = HaloProblem.of(partition, shape, kernel, stride, padding, dilation, dtype)
+    part, win = problem.partition, problem.window
+    check_limit("devices", math.prod(part.shape), f"partition {','.join(map(str, part.shape))[:60]}")
     try:
-        plan = halo_plan(part, shape, win)
+        geo = halo_geometry(part, problem.shape, win)
     except ModelError as err:
-        raise ModelError(f"--shape: {err}") from err
+        raise ModelError(f"shape: {err}", param="shape") from err
+    from meshplan.models.core.dtypes import as_dtype
+
+    itemsize = as_dtype(problem.dtype).itemsize
     sent = {r: 0 for r in part.ranks}
     recv = {r: 0 for r in part.ranks}
-    for t in plan.transfers:
+    sources: dict[int, set[int]] = {r: set() for r in part.ranks}
+    for t in geo.transfers:
         if t.src != t.dst:
             sent[t.src] += t.volume * itemsize
             recv[t.dst] += t.volume * itemsize
-    ranks = []
-    for r in plan.ranks:
-        ranks.append({"rank": r.rank, "coords": list(part.coords(r.index)), "owned": [list(b) for b in r.owned],
-                      "output": [list(b) for b in r.out], "needed": [list(b) for b in r.needed],
-                      "halo": [list(h) for h in r.halos],
-                      "sources": sorted({t.src for t in plan.transfers if t.dst == r.rank and t.src != r.rank}),
-                      "bytes_sent": sent[r.rank], "bytes_received": recv[r.rank]})
-    doc = {"partition": list(part.shape), "shape": list(shape), "output_shape": list(plan.output_shape),
-           "kernel": list(win.kernel), "stride": list(win.stride), "padding": list(win.padding),
-           "dilation": list(win.dilation), "itemsize": itemsize, "ranks": ranks,
-           "total_bytes": sum(sent.values())}
-    return doc, plan
+            sources[t.dst].add(t.src)
+    ranks = tuple(RankHaloEntry(r.rank, tuple(part.coords(r.index)), r.owned, r.out, r.needed, r.halos,
+                                tuple(sorted(sources[r.rank])), sent[r.rank], recv[r.rank]) for r in geo.ranks)
+    return HaloPlan(part.shape, tuple(problem.shape), tuple(geo.output_shape), win.kernel, win.stride, win.padding,
+                    win.dilation, itemsize, ranks, sum(sent.values()), geometry=geo, problem=problem)
 
 
 @value
-class HaloReport(Result):
-    """Per rank of a partitioned convolution/pooling window: owned input block, output block, needed input
-    range, halo widths (negative: owned inputs not needed), source ranks and bytes (docs/tensor.md).  With
-    three or more dimensions the first two are batch and channel.  ``plan`` holds the model's ``HaloPlan``."""
-
-    partition: tuple
-    shape: tuple
-    output_shape: tuple
-    kernel: tuple
-    stride: tuple
-    padding: tuple
-    dilation: tuple
-    itemsize: int
-    ranks: tuple
-    total_bytes: int
-    plan: Any = library_field()
-
-
-def tensor_halo(partition: Any, shape: Any, kernel: Any, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
-                itemsize: int = 8) -> HaloReport:
-    """The halo geometry of a window (``kernel``, ``stride``, ``padding``, ``dilation``: one value or one per
-    spatial dimension) on a tensor of ``shape`` partitioned by ``partition`` (``"1,1,4"`` or a tuple); no MPI."""
-    from meshplan.models.core.limits import check_limit
-
-    parts = as_int_tuple(partition, "--partition")
-    if all(p > 0 for p in parts):
-        check_limit("devices", math.prod(parts), f"--partition {','.join(map(str, parts))[:60]}")
-    doc, plan = halo_report(partition, shape, kernel, stride, padding, dilation, itemsize)
-    return HaloReport(**{k: freeze(v) for k, v in doc.items()}, plan=plan)
-
-
-@value
-class TensorCheck(Result):
+class TensorRun(Value):
     """Verdicts of the tensor check suite on ``np`` ranks: adjoint test and exact bytes per primitive case,
     errors of output and gradients per layer case (docs/tensor.md)."""
 
     np: int
     passed: int
-    failed: tuple
+    failed: tuple[str, ...]
     cases: tuple
 
     @property
@@ -121,15 +117,17 @@ class TensorCheck(Result):
         return not self.failed
 
 
-def check_tensor(np: int, *, suite: str = "all", timeout_s: float = 600.0) -> TensorCheck:
-    """Run the adjoint and layer-equivalence suite (``suite``: all, adjoint, layers) on ``np`` MPI ranks."""
+def check_tensor(np: int, *, suite: str = "all", timeout: float = 600.0) -> TensorRun:
+    """Run the adjoint and layer-equivalence suite (``suite``: all, adjoint, layers) on ``np`` MPI ranks; every
+    primitive runs through the same classes a user's program builds."""
     from meshplan.exec.runtime.launch import check_np, run_job
+    from meshplan.models.core.values import freeze
 
     if suite not in ("all", "adjoint", "layers"):
-        raise ModelError(f"suite must be all, adjoint or layers, got {suite!r}")
-    timeout_s = as_seconds(timeout_s, "--timeout")
+        raise ModelError(f"suite must be all, adjoint or layers, got {suite!r}", param="suite")
+    timeout = as_seconds(timeout, "timeout")
     check_np(np)
-    out = run_job(np, "meshplan.exec.tensor.rank_main", {"suite": suite}, timeout_s=timeout_s)
+    out = run_job(np, "meshplan.exec.tensor.rank_main", {"suite": suite}, timeout_s=timeout)
     cases = out["cases"]
-    failed = [c["name"] for c in cases if not c["ok"]]
-    return TensorCheck(np=np, passed=len(cases) - len(failed), failed=freeze(failed), cases=freeze(cases))
+    failed = tuple(c["name"] for c in cases if not c["ok"])
+    return TensorRun(np=np, passed=len(cases) - len(failed), failed=failed, cases=freeze(cases))

@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MeshplanError as err:
         if debug:
             raise
-        sys.stderr.write(f"error: {_one_line(str(err))}\n")
+        sys.stderr.write(f"error: {_one_line(flag_message(err, parser, args))}\n")
         return err.exit_code
     except KeyboardInterrupt:
         return _interrupted()
@@ -134,6 +134,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"error: internal error ({type(err).__name__}: {_one_line(str(err))}); "
                          "rerun with --debug and report it\n")
         return 70
+
+
+#: API parameters whose CLI flag is not ``--`` + the parameter's name (the verb's dest)
+PARAM_FLAGS = {"p": "--np", "values": "--params", "programs": "--top-programs", "bytes": "--bytes"}
+
+
+def _flags(parser: argparse.ArgumentParser, args) -> dict[str, str]:
+    """``dest -> flag`` of the verb (and object) that ran, from its parser: ``np -> --np``; positional
+    arguments by their metavar (``src -> SRC``)."""
+    out: dict[str, str] = {}
+    todo, words = [parser], {v for v in vars(args).values() if isinstance(v, str)}
+    while todo:
+        p = todo.pop()
+        for action in p._actions:  # noqa: SLF001 - argparse has no public accessor
+            if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+                todo += [sub for name, sub in action.choices.items() if name in words]
+            elif action.option_strings:
+                out.setdefault(action.dest, max(action.option_strings, key=len))
+            elif action.dest not in ("help",):
+                out.setdefault(action.dest, action.metavar if isinstance(action.metavar, str) else action.dest.upper())
+    return out
+
+
+def flag_message(err: MeshplanError, parser: argparse.ArgumentParser, args) -> str:
+    """The error's message with the API parameters it names (``err.param``) written as the verb's flags, so a
+    CLI user reads ``--np must be …`` where a Python user reads ``np must be …``."""
+    text = str(err)
+    names = err.param if isinstance(err.param, tuple) else (err.param,) if err.param else ()
+    if not names:
+        return text
+    flags = _flags(parser, args)
+    for name in names:
+        flag = flags.get(name) or PARAM_FLAGS.get(name)
+        if flag and flag != name:
+            text = re.sub(rf"(?<![\w\-.'\"`]){re.escape(name)}(?![\w\-'\"`=])", flag, text)
+    return text
 
 
 def _one_line(text: str) -> str:

@@ -173,11 +173,11 @@ def _run_text(args, path: Path) -> int:
     else:
         pl = res.placed
         con = console()
-        system = pl.system
+        system = pl.system_value
         sysname = system.short() if str(system) == system.short() else f"{system} ({system.short()})"
         _say(con, f"{path}: {_n(len(pl.program), 'step')} on {sysname}, axes {list(pl.axes)}, reduce "
-                  f"{list(pl.reduce)}, matrix {pl.matrix}")
-        groups, h = pl.groups, pl.hierarchy
+                  f"{list(pl.reduce)}, matrix {pl.placement}")
+        groups, h = pl.reduction_groups, pl.hierarchy
         g0 = ", ".join(map(str, groups[0][:8])) + (", …" if len(groups[0]) > 8 else "")
         _say(con, f"synthesis hierarchy {h} (levels {', '.join(h.names)}); {_n(len(groups), 'reduction group')} "
                   f"of {_n(len(groups[0]), 'device')}, e.g. [{g0}]; {_n(res.chunks, 'chunk')} per device")
@@ -213,7 +213,7 @@ def _run_schedule(args, path: Path) -> int:
 
 
 def _schedule_table(path: Path, sched, results, algo: str, nbytes: int) -> None:
-    from meshplan.api.inputs import as_axis_names
+    from meshplan.models.placement.problem import axis_names as as_axis_names
     from meshplan.cli.render import Column, matrix_lines, print_table
 
     con = console()

@@ -15,7 +15,6 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Sequence
 
-from meshplan.models.core.dtypes import NUMPY_NAMES
 from meshplan.models.core.errors import ModelError
 
 __all__ = ["add_common_flags", "add_repeats_flag", "add_np_flag", "np_limit", "add_dtype_flag", "add_solver_flag",
@@ -42,28 +41,14 @@ class _DeprecatedAlias(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def _repeats(text: str) -> int:
-    """An integer count of repetitions, at most ``limit("repeats")`` (the verb checks its lower bound)."""
-    from meshplan.models.core.limits import check_limit
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    try:
-        check_limit("repeats", value, "--repeats")
-    except ModelError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    return value
-
-
 def add_repeats_flag(parser, *, default: int, help: str = "timed runs per program",
                      aliases: Sequence[str] = ("--repeat",)) -> None:
     """``--repeats R`` (``args.repeats``): timed repetitions; ``aliases`` (default ``--repeat``) are
-    hidden deprecated spellings."""
-    parser.add_argument("--repeats", type=_repeats, default=default, metavar="R", help=f"{help} (default {default})")
+    hidden deprecated spellings.  The value is checked where every ``repeats`` is, by
+    :func:`meshplan.models.core.checks.check_repeats` in the library."""
+    parser.add_argument("--repeats", type=int, default=default, metavar="R", help=f"{help} (default {default})")
     for alias in aliases:
-        parser.add_argument(alias, type=_repeats, dest="repeats", action=_DeprecatedAlias, new="--repeats",
+        parser.add_argument(alias, type=int, dest="repeats", action=_DeprecatedAlias, new="--repeats",
                             help=argparse.SUPPRESS)
 
 
@@ -98,21 +83,13 @@ def np_limit(args):
     return oversubscribe()
 
 
-#: the two spellings of an element type (numpy's and the short one); either is accepted wherever --dtype is
-_DTYPE_SPELLINGS = {**NUMPY_NAMES, **{v: k for k, v in NUMPY_NAMES.items()}}
-
-
 def add_dtype_flag(parser, *, choices: Sequence[str], default: str, help: str = "element type") -> None:
-    """``--dtype T`` (``args.dtype``): the element type of the arrays a verb moves, in the verb's spelling
-    (``choices``); the other spelling of the same type (``i64`` for ``int64``, ``float32`` for ``f32``) is
-    accepted too."""
-    choices = tuple(choices)
-
-    def spelling(text: str) -> str:
-        other = _DTYPE_SPELLINGS.get(text)
-        return other if text not in choices and other in choices else text
-
-    parser.add_argument("--dtype", default=default, type=spelling, choices=choices,
+    """``--dtype T`` (``args.dtype``): the element type of the arrays a verb moves.  ``choices`` (short or numpy
+    names) are listed in the help; the value is checked where every ``dtype`` is, by
+    :func:`meshplan.models.core.dtypes.as_dtype` in the library, which accepts both spellings (``i64`` or
+    ``int64``)."""
+    listed = ",".join(choices)
+    parser.add_argument("--dtype", default=default, metavar="{" + listed + "}",
                         help=f"{help} (default {default}; numpy or short spellings, e.g. int64 or i64)")
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 
 from meshplan.cli.common import add_common_flags, console, print_json
-from meshplan.models.core.errors import ModelError, VerificationError
+from meshplan.models.core.errors import VerificationError
 
-__all__ = ["register", "run", "parse_values"]
+__all__ = ["register", "run"]
 
 EXAMPLES = """\
 examples:
@@ -41,39 +41,14 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def parse_values(text: str) -> dict[str, int]:
-    """``"n=1024,p=16"`` -> ``{"n": 1024, "p": 16}`` (non-negative integers)."""
-    from meshplan.api.inputs import as_params
-
-    return as_params(text or None, minimum=0)
-
-
 def run(args) -> int:
-    from meshplan.solvers.counting.count import count_iterations, parse_bounds
+    from meshplan.api.counting import count_iterations
 
-    values = parse_values(args.params)
-    bounds = parse_bounds(args.bounds)
-    res = count_iterations(args.file, function=args.function, procs=args.procs, rank=args.rank, bounds=bounds)
-    results = res if isinstance(res, list) else [res]
-    if args.verify and not values:
-        raise ModelError("--verify runs the program: give the parameter values with --params (e.g. n=64,p=4)")
-    known = {args.procs} | {u for r in results for u in r.to_json()["unknowns"]}
-    for r in results:
-        known |= set(r.flow.params)
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ModelError(f"--params names {unknown[0]!r}, which is not a parameter of the program "
-                         f"(parameters: {', '.join(sorted(known))})")
-    reports, ok = [], True
-    for r in results:
-        rep = r.to_json(values or None)
-        if args.verify:
-            missing = [x for x in (*r.flow.params, *rep["unknowns"]) if x not in values]
-            if missing:
-                raise ModelError(f"--verify of {r.flow.name} needs a value for {missing[0]} in --params")
-            rep["verification"] = r.verify(values)
-            ok = ok and rep["verification"]["ok"]
-        reports.append(rep)
+    res = count_iterations(args.file, function=args.function, procs=args.procs, rank=args.rank,
+                           bounds=args.bounds or None, values=args.params or None, verify=args.verify)
+    plans = res if isinstance(res, list) else [res]
+    reports = [p.to_json() for p in plans]
+    ok = all(p.verification is None or p.verification.ok for p in plans)
     if args.json:
         print_json(reports[0] if len(reports) == 1 else {"functions": reports})
     else:

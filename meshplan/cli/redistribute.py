@@ -14,7 +14,7 @@ from meshplan.cli.common import (add_common_flags, add_dtype_flag, add_np_flag, 
                                  print_json)
 from meshplan.models.core.units import format_bytes, format_seconds
 
-__all__ = ["register", "run", "DTYPES"]
+__all__ = ["register", "run"]
 
 EXAMPLES = """\
 examples:
@@ -22,9 +22,6 @@ examples:
   meshplan redistribute '[64{x,y}1024,128]' '[1024,8{x,y}128]' --mesh x=4,y=4 --json
   meshplan redistribute '[16{y}32,16,16{x}64]' '[32,2{x,y}16,64]' --mesh x=4,y=2 --run   # and on MPI
 """
-
-#: element types of ``--dtype`` (``meshplan.models.core.dtypes.DTYPE_BYTES``; a test checks they agree)
-DTYPES = ("bf16", "f16", "f32", "f64", "i16", "i32", "i64", "i8")
 
 
 def register(subparsers) -> None:
@@ -39,7 +36,9 @@ def register(subparsers) -> None:
     p.add_argument("src", metavar="SRC", help="source type, e.g. '[3{x}12,2{y}12]'")
     p.add_argument("dst", metavar="DST", help="target type, e.g. '[2{y}12,3{x}12]'")
     p.add_argument("--mesh", required=True, help="mesh axes, e.g. x=4,y=6")
-    add_dtype_flag(p, choices=DTYPES, default="f32")
+    from meshplan.models.core.dtypes import DTYPES
+
+    add_dtype_flag(p, choices=sorted(DTYPES), default="f32")
     p.add_argument("--baseline", action="store_true", help="also show the XLA-style baseline program")
     p.add_argument("--run", action="store_true", help="execute both programs on MPI and verify them")
     add_np_flag(p, help="MPI ranks for --run (must equal the mesh size)")
@@ -73,24 +72,24 @@ def run(args) -> int:
     from meshplan.api.redistribution import plan_redistribution, run_redistribution
 
     if args.run:
-        res = run_redistribution(args.mesh, args.src, args.dst, dtype=args.dtype, np=args.np, repeats=args.repeats)
+        res = run_redistribution(args.src, args.dst, args.mesh, dtype=args.dtype, np=args.np, repeats=args.repeats)
     else:
-        res = plan_redistribution(args.mesh, args.src, args.dst, dtype=args.dtype)
+        res = plan_redistribution(args.src, args.dst, args.mesh, dtype=args.dtype)
     if args.json:
         print_json(res.to_json())
         return 0 if res.verified else 1
     search, baseline, itemsize = res.search, res.baseline_plan, res.itemsize
     con = console()
     con.print(f"redistribute {res.src} -> {res.dst} on mesh {search.decomposition.original} (prime axes "
-              f"{search.mesh}), dtype {args.dtype}")
+              f"{search.mesh}), dtype {res.dtype}")
     _table(con, "search (memory-bounded shortest path, §7)", search, itemsize)
     if args.baseline or args.run:
         _table(con, "baseline (XLA-style)", baseline, itemsize)
     if args.run:
         r = res.run
         for name in ("search", "baseline"):
-            x = r[name]
-            con.print(f"  {name:8s} on {r['np']} ranks: {'verified' if x['verified'] else 'FAILED'}, "
-                      f"peak tile {format_bytes(x['peak_tile_bytes'])}, peak live "
-                      f"{format_bytes(x['peak_live_bytes'])}, time {format_seconds(x['time_s'])}")
+            x = getattr(r, name)
+            con.print(f"  {name:8s} on {r.np} ranks: {'verified' if x.verified else 'FAILED'}, "
+                      f"peak tile {format_bytes(x.peak_tile_bytes)}, peak live "
+                      f"{format_bytes(x.peak_live_bytes)}, time {format_seconds(x.time_s)}")
     return 0 if res.verified else 1

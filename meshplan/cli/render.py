@@ -34,7 +34,7 @@ class Column:
 def matrix_lines(matrix: Sequence[Sequence[int]], names: Sequence[str] | None = None) -> str:
     """A parallelism matrix one axis per line, ``name [f_1,…,f_L]`` (row = axis, entry = how many ways
     the axis is split across that level; P2 §3.1)."""
-    from meshplan.api.inputs import as_axis_names
+    from meshplan.models.placement.problem import axis_names as as_axis_names
 
     rows = [list(r) for r in matrix]
     names = as_axis_names(names, len(rows))

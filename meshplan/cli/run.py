@@ -8,10 +8,7 @@ from meshplan.cli.common import (add_common_flags, add_dtype_flag, add_np_flag, 
                                  add_selection_flags, console, print_json, progress, status, seconds)
 from meshplan.models.core.units import format_bytes, format_seconds
 
-__all__ = ["register", "run", "status", "DTYPES"]
-
-#: element types of ``--dtype`` (the runtime's; tests/cli/test_run.py checks they agree)
-DTYPES = ("int64", "int32", "float64", "float32")
+__all__ = ["register", "run", "status"]
 
 EXAMPLES = """\
 examples:
@@ -47,7 +44,9 @@ def register(sub) -> None:
                                                    "simulation)")
     add_repeats_flag(p, default=5, help="timed runs per program")
     add_selection_flags(p, several=True)
-    add_dtype_flag(p, choices=DTYPES, default="int64",
+    from meshplan.models.core.dtypes import DTYPES, RUNNABLE
+
+    add_dtype_flag(p, choices=[DTYPES[k].numpy for k in RUNNABLE], default="int64",
                    help="element type (data are small integers, so every check is exact)")
     p.add_argument("--timeout", type=seconds, default=600.0, help="kill the MPI job after this many seconds "
                                                                 "(default 600)")

@@ -95,7 +95,7 @@ def run(args) -> int:
         plan = solve_placement(args.system, args.axes, args.reduce, max_size=args.max_size, dsl=args.dsl,
                                bytes=args.bytes, algo=args.algo, solver=args.solver, pin=args.pin,
                                inside=args.inside, axis_names=args.axis_names, progress=update,
-                               programs=min(programs or DEFAULT_PROGRAMS, DEFAULT_PROGRAMS))
+                               programs=DEFAULT_PROGRAMS if programs is None else min(programs, DEFAULT_PROGRAMS))
     if args.export:
         plan.save(args.export, programs=programs)
     if args.json:
@@ -115,8 +115,6 @@ def _programs(args) -> int | None:
         if args.top_programs is not None:
             raise ModelError("give either --top-programs K or --all-programs, not both")
         return None
-    if args.top_programs is not None and args.top_programs < 1:
-        raise ModelError(f"--top-programs must be at least 1, got {args.top_programs} (or --all-programs)")
     return DEFAULT_PROGRAMS if args.top_programs is None else args.top_programs
 
 

@@ -74,11 +74,10 @@ def _rng(box) -> str:
 
 
 def run_halo(args) -> int:
-    from meshplan.api.tensor import tensor_halo
-    from meshplan.models.core.dtypes import dtype_bytes
+    from meshplan.api.tensor import plan_halo
 
-    rep = tensor_halo(args.partition, args.shape, args.kernel, stride=args.stride, padding=args.padding,
-                      dilation=args.dilation, itemsize=dtype_bytes(args.dtype)).to_json()
+    rep = plan_halo(args.partition, args.shape, args.kernel, stride=args.stride, padding=args.padding,
+                    dilation=args.dilation, dtype=args.dtype).to_json()
     if args.json:
         print_json(rep)
         return 0
@@ -103,7 +102,7 @@ def run_halo(args) -> int:
 def run_check(args) -> int:
     from meshplan.api.tensor import check_tensor
 
-    res = check_tensor(args.np, suite=args.suite, timeout_s=args.timeout)
+    res = check_tensor(args.np, suite=args.suite, timeout=args.timeout)
     doc = res.to_json()
     cases, failed = doc["cases"], doc["failed"]
     if args.json:

@@ -19,11 +19,11 @@ from meshplan.exec.tensor.layers import (AvgPool1d, AvgPool2d, AvgPool3d, Conv1d
 from meshplan.exec.tensor.partition import Partition
 from meshplan.exec.tensor.primitives import (AllGather, AllSumReduce, Broadcast, HaloExchange, ReduceScatter,
                                              Repartition, SumReduce)
-from meshplan.models.tensor.halo import Window, halo_plan
+from meshplan.models.tensor.halo import Window, halo_geometry
 from meshplan.models.tensor.partition import CartesianPartition
 
 #: the public API (built from the objects: the primitive classes carry the paper's collective names)
 __all__ = [obj.__name__ for obj in (
-    Partition, CartesianPartition, Window, halo_plan, Broadcast, SumReduce, AllSumReduce, Repartition, HaloExchange,
+    Partition, CartesianPartition, Window, halo_geometry, Broadcast, SumReduce, AllSumReduce, Repartition, HaloExchange,
     AllGather, ReduceScatter, Conv1d, Conv2d, Conv3d, MaxPool1d, MaxPool2d, MaxPool3d, AvgPool1d, AvgPool2d,
     AvgPool3d, Linear)]

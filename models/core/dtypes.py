@@ -65,7 +65,7 @@ def as_dtype(dtype: Any, *, allowed: Iterable[str] | None = None, what: str = "d
     if d is None or d.short not in ok:
         names = ", ".join(f"{k} ({DTYPES[k].numpy})" for k in ok)
         why = "is not supported here" if d is not None else "is not an element type"
-        raise ModelError(f"{what} {quote(dtype)} {why}; use one of {names}")
+        raise ModelError(f"{what} {quote(dtype)} {why}; use one of {names}", param=what)
     return d
 
 

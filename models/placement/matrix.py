@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
-from meshplan.models.core.errors import ModelError
+from meshplan.models.core.errors import ModelError, quote
 from meshplan.models.core.system import System
 
 __all__ = ["ParallelismMatrix", "check_axes", "check_reduce"]
@@ -47,6 +47,27 @@ def check_reduce(axes: Sequence[int], reduce: Iterable[int]) -> tuple[int, ...]:
         if not 0 <= r < len(axes):
             raise ModelError(f"reduction axis {r} out of range: there are {len(axes)} axes (0..{len(axes) - 1})")
     return red
+
+
+def matrix_rows(value: Any) -> list[list[int]]:
+    """A parallelism matrix as integer rows, from rows (or an array) or from text like ``'[[2,2],[2,8]]'``."""
+    import json
+
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    text = value
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (json.JSONDecodeError, RecursionError):
+            raise ModelError(f"matrix must be a list of rows like '[[2,2],[2,8]]', got {quote(text)}",
+                             param="matrix") from None
+    if (not isinstance(value, (list, tuple)) or not value
+            or not all(isinstance(r, (list, tuple)) and r
+                       and all(isinstance(x, int) and not isinstance(x, bool) for x in r) for r in value)):
+        raise ModelError(f"matrix must be a list of integer rows like '[[2,2],[2,8]]', got {quote(text)}",
+                         param="matrix")
+    return [list(r) for r in value]
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from meshplan.models.tensor.partition import (Box, CartesianPartition, balanced_
                                               box_is_empty)
 from meshplan.models.tensor.plans import Runs, Transfer
 
-__all__ = ["Window", "output_length", "output_shape", "RankHalo", "HaloPlan", "halo_plan", "needed_indices",
+__all__ = ["Window", "output_length", "output_shape", "RankHalo", "HaloGeometry", "halo_geometry", "needed_indices",
            "read_runs"]
 
 
@@ -142,7 +142,7 @@ class RankHalo:
 
 
 @dataclass(frozen=True, slots=True)
-class HaloPlan:
+class HaloGeometry:
     partition: CartesianPartition
     global_shape: tuple[int, ...]
     window: Window
@@ -204,7 +204,7 @@ def _select(reads: Runs, box: Box) -> tuple[Box, Runs | None] | None:
     return hull, (None if all(len(rr) == 1 for rr in clipped) else clipped)
 
 
-def halo_plan(partition: CartesianPartition, global_shape: Sequence[int], window: Window) -> HaloPlan:
+def halo_geometry(partition: CartesianPartition, global_shape: Sequence[int], window: Window) -> HaloGeometry:
     """Geometry of every grid index and the transfers of the forward halo exchange."""
     g = partition.check_tensor(global_shape)
     if window.ndim != len(g):
@@ -239,4 +239,4 @@ def halo_plan(partition: CartesianPartition, global_shape: Sequence[int], window
             sel = _select(dst.reads, box_intersect(src.owned, dst.needed))
             if sel is not None:
                 transfers.append(Transfer(src.rank, dst.rank, *sel))
-    return HaloPlan(partition, g, window, out_shape, tuple(infos), tuple(transfers))
+    return HaloGeometry(partition, g, window, out_shape, tuple(infos), tuple(transfers))

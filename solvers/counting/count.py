@@ -1,14 +1,14 @@
-"""``count_iterations``: per-statement iteration counts, W, D, E_p and available parallelism of a Python
+"""``count_problem``: per-statement iteration counts, W, D, E_p and available parallelism of a Python
 loop program (thesis chapter 2), evaluated and verified by execution on request.
 
-    >>> r = count_iterations("def f(n):\\n    for i in range(n):\\n        for j in range(i):\\n            A[i] += 1\\n")
+    >>> from meshplan.models.counting.problem import CountProblem
+    >>> (r,) = count_problem(CountProblem.of("def f(n):\\n    for i in range(n):\\n        for j in range(i):\\n            A[i] += 1\\n"))
     >>> str(r.total.value)
     'n*(n - 1)/2'
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import sympy as sp
@@ -17,12 +17,11 @@ from meshplan.models.core.errors import ModelError
 from meshplan.models.core.limits import limit
 from meshplan.models.counting.execute import execute_ranks
 from meshplan.models.loops.control import Flow
-from meshplan.models.loops.flow_frontend import parse_flow_file, parse_flow_source
 from meshplan.solvers.counting.analyze import count_flow, param_symbol, unknown_symbol
 from meshplan.solvers.counting.metrics import available_parallelism, depth, efficiency, rank_max, tidy, work
 from meshplan.solvers.counting.sums import Bnd
 
-__all__ = ["count_iterations", "CountResult", "StatementCount", "parse_bounds"]
+__all__ = ["count_problem", "CountResult", "StatementCount", "parse_bounds"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,23 +254,10 @@ def _analyze(flow: Flow, procs: str, bounds: dict) -> CountResult:
     return CountResult(flow, tuple(stmts), total, exact, p, tuple(notes), dict(bounds))
 
 
-def count_iterations(program, *, function: str | None = None, procs: str = "p", rank: str | None = None,
-                     bounds: dict | str | None = None):
-    """Count the iterations of every statement of a Python loop program (thesis chapter 2).
-
-    ``program`` is a path to a ``.py`` file, Python source text or a :class:`Flow`.  Returns a
-    :class:`CountResult` (or a list of them when the file holds several functions and ``function`` is
-    not given).  ``bounds`` gives lower/upper bounds of unknown loop counts ``u_k``."""
+def count_problem(problem) -> list[CountResult]:
+    """The counts of every function of a :class:`~meshplan.models.counting.problem.CountProblem` (thesis
+    chapter 2), one :class:`CountResult` each."""
+    bounds = problem.bounds
     if isinstance(bounds, str):
         bounds = parse_bounds(bounds)
-    bounds = bounds or {}
-    if isinstance(program, Flow):
-        flows = [program]
-    elif isinstance(program, str) and "\n" not in program and os.path.exists(program):
-        flows = parse_flow_file(program, function=function, procs=procs, rank=rank)
-    elif isinstance(program, str):
-        flows = parse_flow_source(program, function=function, procs=procs, rank=rank)
-    else:
-        raise ModelError("count_iterations takes a file path, Python source or a Flow")
-    results = [_analyze(f, procs, bounds) for f in flows]
-    return results[0] if len(results) == 1 else results
+    return [_analyze(f, problem.procs, bounds or {}) for f in problem.flows]

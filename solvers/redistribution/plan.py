@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshplan.models.core.errors import ModelError, VerificationError
+from meshplan.models.core.errors import VerificationError
 from meshplan.models.redistribution.steps import Step
 from meshplan.models.redistribution.cost import op_cost
 from meshplan.models.redistribution.decompose import Decomposition, decompose
 from meshplan.models.redistribution.lowlevel import check_program
 from meshplan.models.redistribution.mesh import Mesh
-from meshplan.models.redistribution.types import DistType, check_well_formed
+from meshplan.models.redistribution.problem import check_problem as validate
+from meshplan.models.redistribution.types import DistType
 from meshplan.models.redistribution.weak import mesh_primes, weak_of
 from meshplan.solvers.redistribution.lower import LoweringOptions, lower_best
 from meshplan.solvers.redistribution.search import shortest_weak_path
@@ -66,13 +67,9 @@ class Plan:
 
 
 def check_problem(mesh: Mesh, src: DistType, dst: DistType) -> Decomposition:
-    """Validate a problem (WF rules, equal global types, §2.5) and decompose its mesh."""
-    check_well_formed(mesh, src, what="source type")
-    check_well_formed(mesh, dst, what="target type")
-    if src.globaltype != dst.globaltype:
-        raise ModelError(f"source {src} and target {dst} have different global shapes "
-                         f"{list(src.globaltype)} and {list(dst.globaltype)}; a redistribution keeps the "
-                         "global array (§2.5)")
+    """Validate a problem (:func:`meshplan.models.redistribution.problem.check_problem`: WF rules, equal
+    global types, §2.5) and decompose its mesh."""
+    validate(mesh, src, dst)
     return decompose(mesh)
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from meshplan.models.tensor.halo import Window, halo_plan
+from meshplan.models.tensor.halo import Window, halo_geometry
 from meshplan.models.tensor.partition import CartesianPartition
 
 
@@ -19,7 +19,7 @@ def test_halo_json_for_the_distdl_multi_hop_case(cli):
     assert [r["owned"][2] for r in rep["ranks"]] == [[0, 3], [3, 6], [6, 8], [8, 10]]
     assert [r["needed"][2] for r in rep["ranks"]] == [[0, 6], [0, 9], [3, 10], [5, 10]]
     assert rep["ranks"][2]["sources"] == [1, 3] and rep["ranks"][1]["sources"] == [0, 2, 3]
-    plan = halo_plan(CartesianPartition.of((1, 1, 4)), (1, 1, 10), Window.of(3, (1, 1, 7), 1, (0, 0, 3), 1))
+    plan = halo_geometry(CartesianPartition.of((1, 1, 4)), (1, 1, 10), Window.of(3, (1, 1, 7), 1, (0, 0, 3), 1))
     assert rep["total_bytes"] == sum(plan.bytes_sent().values())
     assert sum(r["bytes_sent"] for r in rep["ranks"]) == sum(r["bytes_received"] for r in rep["ranks"])
 

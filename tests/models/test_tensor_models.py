@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from meshplan.models.core.errors import ModelError
-from meshplan.models.tensor.halo import Window, halo_plan, needed_indices, output_length
+from meshplan.models.tensor.halo import Window, halo_geometry, needed_indices, output_length
 from meshplan.models.tensor.partition import CartesianPartition, balanced_bounds, box_intersect, box_is_empty
 from meshplan.models.tensor.plans import (allgather_transfers, allsumreduce_groups, broadcast_transfers,
                                           repartition_transfers, sumreduce_transfers)
@@ -46,7 +46,7 @@ def halo_cases(draw, max_dims=3):
 @given(halo_cases())
 def test_halo_geometry_matches_brute_force(case):
     part, shape, win = case
-    plan = halo_plan(part, shape, win)
+    plan = halo_geometry(part, shape, win)
     assert plan.output_shape == tuple(output_length(n, *a) for n, *a in
                                       zip(shape, win.kernel, win.stride, win.padding, win.dilation))
     for r in plan.ranks:
@@ -95,10 +95,10 @@ def test_halo_geometry_matches_brute_force(case):
 def test_halo_sends_only_the_inputs_read():
     # kernel 2, stride 4 on 16 inputs over 2 ranks: outputs read {0,1,4,5,8,9,12,13}; rank 1 (outputs 2,3)
     # reads 8,9,12,13 — all its own; a dilated single output reads 2 inputs 5 apart and nothing between
-    plan = halo_plan(CartesianPartition.of((2,)), (16,), Window.of(1, 2, 4, 0, 1))
+    plan = halo_geometry(CartesianPartition.of((2,)), (16,), Window.of(1, 2, 4, 0, 1))
     assert plan.ranks[0].reads == (((0, 2), (4, 6)),) and plan.ranks[1].reads == (((8, 10), (12, 14)),)
     assert all(t.src == t.dst for t in plan.transfers)
-    plan = halo_plan(CartesianPartition.of((4,)), (12,), Window.of(1, 2, 3, 0, 5))
+    plan = halo_geometry(CartesianPartition.of((4,)), (12,), Window.of(1, 2, 3, 0, 5))
     assert [r.out[0] for r in plan.ranks] == [(0, 1), (1, 2), (2, 3), (3, 3)]
     assert plan.ranks[1].reads == (((3, 4), (8, 9)),)
     assert {(t.src, t.box, t.volume) for t in plan.transfers if t.dst == 1} == {(1, ((3, 4),), 1), (2, ((8, 9),), 1)}
@@ -106,7 +106,7 @@ def test_halo_sends_only_the_inputs_read():
 
 def test_paper_appendix_b_halos():
     P3, P6 = CartesianPartition.of((3,)), CartesianPartition.of((6,))
-    halos = lambda p, n, k, s, pad: [r.halos[0] for r in halo_plan(p, (n,), Window.of(1, k, s, pad, 1)).ranks]
+    halos = lambda p, n, k, s, pad: [r.halos[0] for r in halo_geometry(p, (n,), Window.of(1, k, s, pad, 1)).ranks]
     assert halos(P3, 11, 5, 1, 2) == [(0, 2), (2, 2), (2, 0)]                # B.2 uniform
     assert halos(P3, 11, 5, 1, 0) == [(0, 3), (1, 1), (3, 0)]                # B.3 unbalanced
     assert halos(P3, 10, 2, 2, 0) == [(0, 0), (0, 1), (-1, 0)]               # B.4 simple pooling
@@ -115,12 +115,12 @@ def test_paper_appendix_b_halos():
 
 def test_multi_hop_halo_and_empty_ranks():
     # kernel 7, padding 3 on 10 elements over 4 ranks: rank 0 needs the whole block of rank 1 and more
-    plan = halo_plan(CartesianPartition.of((4,)), (10,), Window.of(1, 7, 1, 3, 1))
+    plan = halo_geometry(CartesianPartition.of((4,)), (10,), Window.of(1, 7, 1, 3, 1))
     assert [r.owned[0] for r in plan.ranks] == [(0, 3), (3, 6), (6, 8), (8, 10)]
     assert plan.ranks[0].needed[0] == (0, 6) and plan.ranks[2].needed[0] == (3, 10)
     assert {t.src for t in plan.transfers if t.dst == 2} == {1, 2, 3}
     # 3 outputs over 4 ranks: the last output block is empty and needs nothing
-    plan = halo_plan(CartesianPartition.of((4,)), (7,), Window.of(1, 3, 2, 0, 1))
+    plan = halo_geometry(CartesianPartition.of((4,)), (7,), Window.of(1, 3, 2, 0, 1))
     assert plan.output_shape == (3,) and box_is_empty(plan.ranks[3].out)
     assert all(t.dst != 3 for t in plan.transfers)
 
@@ -180,8 +180,8 @@ def test_allsumreduce_groups_and_allgather():
     (lambda: Window.of(1, kernel=3, padding=-1), "padding"),
     (lambda: Window.of(1, kernel=3, dilation=0), "dilation"),
     (lambda: Window.of(1, kernel=3, stride=0), "stride"),
-    (lambda: halo_plan(CartesianPartition.of((2,)), (3,), Window.of(1, 5)), r"global_shape\[0\] = 3 is smaller"),
-    (lambda: halo_plan(CartesianPartition.of((2,)), (3, 3), Window.of(2, 1)), "dimensions"),
+    (lambda: halo_geometry(CartesianPartition.of((2,)), (3,), Window.of(1, 5)), r"global_shape\[0\] = 3 is smaller"),
+    (lambda: halo_geometry(CartesianPartition.of((2,)), (3, 3), Window.of(2, 1)), "dimensions"),
 ])
 def test_bad_input_names_the_argument(bad, match):
     with pytest.raises(ModelError, match=match):

@@ -13,7 +13,15 @@ import random
 
 import sympy as sp
 
-from meshplan.solvers.counting.count import count_iterations
+from meshplan.models.counting.problem import CountProblem
+from meshplan.solvers.counting.count import count_problem
+
+
+def count_iterations(program, **kw):
+    """The solver's counts of a program's function (or functions): ``count_problem`` of its problem."""
+    res = count_problem(CountProblem.of(program, **{k: v for k, v in kw.items() if k != "bounds"},
+                                        bounds=kw.get("bounds")))
+    return res[0] if len(res) == 1 else res
 
 N_PROGRAMS = 500
 PARAMS = ("n", "m")

@@ -8,7 +8,15 @@ import pytest
 import sympy as sp
 
 from meshplan.solvers.counting.closed import closed_form, counting_function
-from meshplan.solvers.counting.count import count_iterations
+from meshplan.models.counting.problem import CountProblem
+from meshplan.solvers.counting.count import count_problem
+
+
+def count_iterations(program, **kw):
+    """The solver's counts of a program's function (or functions): ``count_problem`` of its problem."""
+    res = count_problem(CountProblem.of(program, **{k: v for k, v in kw.items() if k != "bounds"},
+                                        bounds=kw.get("bounds")))
+    return res[0] if len(res) == 1 else res
 from meshplan.solvers.counting.sums import Bnd, sum_bnd
 
 n, p, m, s = (sp.Symbol(x, integer=True, positive=True) for x in ("n", "p", "m", "s"))

@@ -1,0 +1,127 @@
+"""Loop iteration counts, work, depth and parallel efficiency (thesis chapter 2; docs/count.md).
+
+The spine without an executor: :class:`~meshplan.models.counting.problem.CountProblem` → :func:`count_iterations`
+→ :class:`CountPlan` (the symbolic counts; its fields are the keys of ``meshplan count --json``) →
+``plan.verify(values)`` → :class:`CountRun` (the program executed with those values, every count compared).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from meshplan.api.inputs import as_params
+from meshplan.models.core.errors import ModelError
+from meshplan.models.core.values import Value, freeze, library_field, value
+from meshplan.models.counting.problem import CountProblem
+
+__all__ = ["CountRun", "CountPlan", "count_iterations"]
+
+
+@value
+class CountRun(Value):
+    """The program executed with ``values``: per statement (and ``total``) the executed count next to the
+    symbolic lower and upper bound; ``ok`` when every executed count lies within them."""
+
+    ok: bool
+    values: Mapping
+    rows: tuple
+
+
+@value
+class CountPlan(Value):
+    """Counts of the most loaded process of one function (docs/count.md, JSON): per statement and in total
+    (``iterations``), W, D, E_p and the available parallelism as expressions, ``bounds`` where a count is only
+    bounded; ``values`` (evaluated at given parameter values) and ``verification`` (a :class:`CountRun`) when
+    asked for.  ``result`` holds the library's count with its sympy expressions."""
+
+    function: str
+    parameters: tuple[str, ...]
+    rank: str | None
+    iterations: Mapping
+    lines: Mapping
+    work: str | None
+    depth: str | None
+    efficiency: str | None
+    available_parallelism: str | None
+    exact: bool
+    bounds: Mapping
+    unknowns: tuple[str, ...]
+    notes: tuple[str, ...]
+    values: Mapping | None = None
+    verification: CountRun | None = None
+    result: Any = library_field()
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document (``values`` and ``verification`` only when asked for)."""
+        doc = Value.to_json(self)
+        for key in ("values", "verification"):
+            if doc[key] is None:
+                del doc[key]
+        return doc
+
+    @property
+    def known(self) -> set[str]:
+        """The names ``values`` may give: the parameters, the process count and the unknown loop counts."""
+        return {self.result.p.name, *self.unknowns, *self.result.flow.params}
+
+    def at(self, values: Any) -> "CountPlan":
+        """This plan with every count and metric evaluated at ``values`` (``"n=1024,p=16"`` or a mapping)."""
+        vals = self._values(values)
+        return replace(self, values=freeze(self.result.to_json(vals)["values"]))
+
+    def verify(self, values: Any) -> CountRun:
+        """Execute the program with ``values`` (every parameter and unknown needs one) and compare each
+        statement's executed count with its symbolic bounds."""
+        vals = self._values(values)
+        missing = [x for x in (*self.result.flow.params, *self.unknowns) if x not in vals]
+        if missing:
+            raise ModelError(f"verifying {self.function} needs a value for {missing[0]} in values", param="values")
+        got = self.result.verify(vals)
+        return CountRun(bool(got["ok"]), freeze(got["values"]), freeze(got["rows"]))
+
+    def _values(self, values: Any) -> dict[str, int]:
+        vals = as_params(values, "values", minimum=0)
+        unknown = sorted(set(vals) - self.known)
+        if unknown:
+            raise ModelError(f"values names {unknown[0]!r}, which is not a parameter of {self.function} "
+                             f"(parameters: {', '.join(sorted(self.known))})", param="values")
+        return vals
+
+
+def _plan_of(result) -> CountPlan:
+    doc = result.to_json(None)
+    return CountPlan(doc["function"], tuple(doc["parameters"]), doc["rank"], freeze(doc["iterations"]),
+                     freeze(doc["lines"]), doc["work"], doc["depth"], doc["efficiency"],
+                     doc["available_parallelism"], doc["exact"], freeze(doc["bounds"]), tuple(doc["unknowns"]),
+                     tuple(doc["notes"]), result=result)
+
+
+def count_iterations(program: Any, *, function: str | None = None, procs: str = "p", rank: str | None = None,
+                     bounds: Any = None, values: Any = None, verify: bool = False):
+    """Count the iterations of every statement of a Python loop program (thesis chapter 2): a
+    :class:`CountPlan`, or a list of them when the file holds several functions and ``function`` is not given.
+
+    ``program``: a :class:`CountProblem`, a ``.py`` path, Python source text or a parsed ``Flow``; ``bounds``:
+    bounds of unknown loop counts ``u_k`` (``"u1=0..100"`` or a mapping); ``values``: parameter values to
+    evaluate at (``"n=1024,p=16"``); ``verify=True`` also executes the program with ``values``
+    (``plan.verification``)."""
+    from meshplan.solvers.counting.count import count_problem
+
+    problem = program if isinstance(program, CountProblem) else CountProblem.of(
+        program, function=function, procs=procs, rank=rank, bounds=bounds)
+    if verify and not values:
+        raise ModelError("verify runs the program, so it needs values (e.g. n=64,p=4)", param=("verify", "values"))
+    plans = [_plan_of(r) for r in count_problem(problem)]
+    if values:
+        vals = as_params(values, "values", minimum=0)
+        known = set().union(*(p.known for p in plans))
+        unknown = sorted(set(vals) - known)
+        if unknown:
+            raise ModelError(f"values names {unknown[0]!r}, which is not a parameter of the program "
+                             f"(parameters: {', '.join(sorted(known))})", param="values")
+        plans = [p.at(vals) for p in plans]
+        if verify:
+            plans = [replace(p, verification=p.verify(vals)) for p in plans]
+    return plans[0] if len(plans) == 1 else plans
