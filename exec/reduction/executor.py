@@ -102,13 +102,13 @@ class ReductionExecutor(Executor):
         contiguous numpy array of any length and dtype MPI knows; the result goes into ``out`` (same shape
         and dtype) or, without ``out``, into ``x`` itself.  Returns the array holding the result."""
         self._require_open()
-        x, out = self._check(x, out)
+        x, out, answer = self._check(x, out)
         calls, result = self.step_calls(x, out)
         for call in calls:
             if call is not None:
                 call()
         self._finish(result, out, x.size)
-        return out
+        return answer
 
     __call__ = allreduce
 
@@ -205,7 +205,9 @@ class ReductionExecutor(Executor):
         self._buffers[key] = bufs  # most recently used last
         return bufs
 
-    def _check(self, x: Any, out: Any) -> tuple[np.ndarray, np.ndarray]:
+    def _check(self, x: Any, out: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(x, out, answer)``: the arrays in memory order (a Fortran-ordered array as its C-ordered
+        transpose: chunks are cut in memory order, and a sum is elementwise) and what to return."""
         if not isinstance(x, np.ndarray):
             raise ModelError(f"x must be a numpy array, got {type(x).__name__}", param="x")
         if not (x.flags.c_contiguous or x.flags.f_contiguous):
@@ -223,9 +225,14 @@ class ReductionExecutor(Executor):
                              f"{x.dtype}", param="out")
         if not out.flags.writeable:
             raise ModelError("x is read-only; pass out= to write the sum elsewhere", param="x")
-        if x.flags.f_contiguous and not x.flags.c_contiguous:  # chunks are cut in memory order
-            x, out = x.T, out.T
-        return x, out
+        answer = out
+        if x.flags.f_contiguous and not x.flags.c_contiguous:
+            x = x.T
+        if out.flags.f_contiguous and not out.flags.c_contiguous:
+            out = out.T
+        if x.shape != out.shape:  # one C-, the other Fortran-ordered: copy the input into out's order
+            x = np.ascontiguousarray(x.T if x.ndim == out.ndim else x)
+        return x, out, answer
 
     def _release(self) -> None:
         self._buffers.clear()

@@ -123,20 +123,20 @@ def oversubscribe(allow: bool = True) -> Iterator[None]:
 
 
 def check_np(np: int) -> None:
-    """Raise :class:`ModelError` unless ``1 <= np <= max_ranks()`` (no upper limit inside
+    """Raise :class:`ModelError` unless ``np`` is a number of ranks
+    (:func:`~meshplan.models.core.checks.check_ranks`) within ``max_ranks()`` (no upper limit inside
     :func:`oversubscribe`)."""
-    if not isinstance(np, int) or isinstance(np, bool):
-        raise ModelError(f"--np must be a whole number, got {np!r}")
-    if np < 1:
-        raise ModelError(f"--np must be at least 1, got {np}")
+    from meshplan.models.core.checks import check_ranks
+
+    check_ranks(np, "np")
     if _OVERSUBSCRIBE.get():
         return
     limit = max_ranks()
     if np > limit:
         why = (f"{MAX_RANKS_ENV}={os.environ[MAX_RANKS_ENV]}" if os.environ.get(MAX_RANKS_ENV, "").strip()
                else f"{RANKS_PER_CORE} per core on {_cores()} cores, at least {MAX_TEST_RANKS}")
-        raise ModelError(f"--np {np} exceeds the limit of {limit} MPI ranks on this machine ({why}); "
-                         f"pass --oversubscribe or set {MAX_RANKS_ENV}={np} to run it anyway")
+        raise ModelError(f"np {np} exceeds the limit of {limit} MPI ranks on this machine ({why}); "
+                         f"pass oversubscribe or set {MAX_RANKS_ENV}={np} to run it anyway", param=("np", "oversubscribe"))
 
 
 def run_job(np: int, module: str, job: Mapping[str, Any], *, timeout_s: float = 300.0,

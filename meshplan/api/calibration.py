@@ -8,12 +8,11 @@ loaded) and the time of each collective, fitted into the interconnects of a :cla
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from meshplan.api.inputs import as_bytes, as_seconds, as_system
-from meshplan.api.results import freeze
+from meshplan.models.core.values import Value, freeze, library_field, value
 from meshplan.models.core.errors import ModelError
 from meshplan.models.core.limits import check_memory
 
@@ -25,20 +24,25 @@ def default_shape(np: int) -> str:
     return f"node=2,gpu={np // 2}" if np >= 4 and np % 2 == 0 else f"gpu={np}"
 
 
-@dataclass(frozen=True, slots=True)
-class Calibration:
-    """The fitted ``system`` (interconnects carry the loaded measurements) and the ``calibration``
-    section (per level: idle, loaded and fitted latency/bandwidth; per collective: measured vs
-    simulated).  :meth:`to_json` is the ``calibrate --json`` document: the system file with its
-    calibration section."""
+@value
+class Calibration(Value):
+    """The fitted system file (docs/formats.md: ``name`` and ``description`` when set, ``levels`` with the
+    interconnects carrying the loaded measurements) with its ``calibration`` section (per level: idle, loaded
+    and fitted latency/bandwidth; per collective: measured vs simulated).  :meth:`to_json` is the
+    ``calibrate --json`` document; ``system`` holds the fitted :class:`~meshplan.models.core.system.System`."""
 
-    system: Any
+    name: str | None
+    description: str | None
+    levels: tuple
     calibration: Mapping
+    system: Any = library_field()
 
     def to_json(self) -> dict[str, Any]:
         """The system file (docs/formats.md) with its ``calibration`` section."""
-        doc = self.system.to_dict()
-        doc["calibration"] = _thaw(self.calibration)
+        doc = Value.to_json(self)
+        for key in ("name", "description"):
+            if doc[key] is None:
+                del doc[key]
         return doc
 
     def save(self, path: str | Path) -> Path:
@@ -46,14 +50,6 @@ class Calibration:
         from meshplan.models.core.outputs import write_output
 
         return write_output(path, json.dumps(self.to_json(), indent=1) + "\n", what="system file")
-
-
-def _thaw(obj: Any) -> Any:
-    if isinstance(obj, (list, tuple)):
-        return [_thaw(x) for x in obj]
-    if isinstance(obj, Mapping):
-        return {k: _thaw(v) for k, v in obj.items()}
-    return obj
 
 
 def calibrate(np: int, *, system: Any = None, bytes: Any = "1MiB", repeats: int = 5,
@@ -79,4 +75,6 @@ def calibrate(np: int, *, system: Any = None, bytes: Any = "1MiB", repeats: int 
                  "each)", "use a smaller bytes")
     timeout = as_seconds(timeout, "timeout")
     res = _calibrate(shape, nbytes=nbytes, iters=repeats, timeout_s=timeout, progress=progress)
-    return Calibration(res["system"], freeze(res["calibration"]))
+    doc = res["system"].to_dict()
+    return Calibration(doc.get("name"), doc.get("description"), freeze(doc["levels"]), freeze(res["calibration"]),
+                       system=res["system"])

@@ -11,14 +11,14 @@ from typing import Any
 
 from meshplan.models.core.errors import ModelError
 from meshplan.models.core.system import System
-from meshplan.models.core.values import value
+from meshplan.models.core.values import Value, value
 from meshplan.models.placement.matrix import ParallelismMatrix, check_axes, check_reduce, matrix_rows
 
 __all__ = ["ReductionProblem"]
 
 
 @value
-class ReductionProblem:
+class ReductionProblem(Value):
     """``program`` (a parsed text program or DSL program) on ``system`` with parallelism ``axes``, reducing over
     the axes ``reduce``; ``matrix`` (a :class:`ParallelismMatrix`, its rows or their text) chooses the
     placement when several exist."""
@@ -42,3 +42,8 @@ class ReductionProblem:
                 raise ModelError(f"matrix {self.matrix} places axes {list(self.matrix.axes)} on "
                                  f"{self.matrix.system}, not axes {list(self.axes)} on {self.system}",
                                  param="matrix")
+
+    def to_json(self) -> dict[str, Any]:
+        items = getattr(self.program, "items", None) or getattr(self.program, "instructions", ())
+        return {"program": "\n".join(str(i) for i in items), "system": self.system.short(), "axes": list(self.axes),
+                "reduce": list(self.reduce), "matrix": None if self.matrix is None else self.matrix.tolist()}
