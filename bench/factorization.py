@@ -31,7 +31,12 @@ from meshplan.exec.runtime import scalapack  # noqa: E402
 from meshplan.models.factorization.cost import (factor_cost, lower_bound, memory_words,  # noqa: E402
                                                 table41_cost, twod_leading)
 from meshplan.models.factorization.problem import FactorGrid, FactorModelError, FactorProblem  # noqa: E402
-from meshplan.solvers.factorization.plan import grids, plan_2d, plan_factorization  # noqa: E402
+from meshplan.solvers.factorization.plan import grids, plan_2d, schedule_factorization  # noqa: E402
+
+
+def plan_factorization(kind: str, N: int, p: int, memory: int | None = None):
+    """The solver's schedule of ``meshplan factor KIND N --np p [--memory S]``."""
+    return schedule_factorization(FactorProblem(kind, N, p, memory))
 
 IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
 GRIDS = {4: [(2, 2, 1), (2, 1, 2)], 8: [(2, 4, 1), (2, 2, 2)]}
@@ -56,7 +61,7 @@ def measured(p: int, sizes: list[int], repeats: int) -> list[dict]:
                 cases.append({"kind": kind, "algorithm": "conflux", "N": N, "grid": list(g), "v": v,
                               "repeats": repeats})
                 labels.append((name, N, "fixed"))
-            g2, _ = plan_2d(pr, block=v)
+            g2, _ = plan_2d(FactorProblem(kind, N, p, block=v))
             cases.append({"kind": kind, "algorithm": "2d", "N": N, "grid": [g2.Px, g2.Py, 1], "v": v,
                           "repeats": repeats})
             labels.append(("2-D (in-house)", N, "fixed"))

@@ -25,7 +25,12 @@ from meshplan.exec.matmul.driver import run_cases, run_scalapack, scalapack_bloc
 from meshplan.exec.runtime import scalapack  # noqa: E402
 from meshplan.models.matmul.costs import domain_words, lower_bound, summa_max_words, table33  # noqa: E402
 from meshplan.models.matmul.problem import MatmulProblem  # noqa: E402
-from meshplan.solvers.matmul.plan import plan_matmul  # noqa: E402
+from meshplan.solvers.matmul.plan import schedule_matmul  # noqa: E402
+
+
+def plan_matmul(m, n, k, p, *, memory=None, method="auto"):
+    """The solver's COSMA schedule (grid, rounds, words per rank, SUMMA grid) of m×n×k on p ranks."""
+    return schedule_matmul(MatmulProblem(m, n, k, p, memory), method=method)
 
 IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
 

@@ -158,7 +158,7 @@ def draw_program(path: str | Path, matrix: ParallelismMatrix, reduce: Sequence[i
     for k in range(n, rows_ * cols):
         axes[k // cols][k % cols].axis("off")
     fig.tight_layout()
-    write_output(path, lambda fh: fig.savefig(fh, format="png", dpi=dpi), what="--png file")
+    write_output(path, lambda fh: fig.savefig(fh, format="png", dpi=dpi), what="picture")
     return n
 
 
@@ -166,11 +166,11 @@ def check_png_path(path: str | Path) -> Path:
     """Raise :class:`ModelError` unless ``path`` can be written as a PNG file (docs/show.md): a writable
     regular file whose name ends in ``.png`` or has no suffix (the file is written under exactly that
     name; matplotlib's habit of appending ``.png`` is not followed, so the name reported is the file)."""
-    p = check_output_path(path, what="--png file")
+    p = check_output_path(path, what="picture")
     suffix = Path(str(path)).suffix
     if suffix and suffix.lower() != ".png":
-        raise ModelError(f"cannot write --png file {str(path)!r}: the picture is a PNG; name the file *.png "
-                         f"(not {suffix})")
+        raise ModelError(f"cannot write the picture {str(path)!r}: it is a PNG; name the file *.png "
+                         f"(not {suffix})", param="path")
     return p
 
 
@@ -195,7 +195,7 @@ def draw_schedule(schedule: Any, png: str | Path, *, placement: Any = 0, program
     sched = load_schedule(schedule)
     pl, pr = sched.pick(placement, program)
     if isinstance(dpi, bool) or not isinstance(dpi, int) or not 20 <= dpi <= 600:
-        raise ModelError(f"--dpi must be between 20 and 600, got {dpi}")
+        raise ModelError(f"dpi must be between 20 and 600, got {dpi}", param="dpi")
     titles = [f"slice={st.instruction.slice} form={st.instruction.form}" if st.instruction else ""
               for st in pr.lowered.steps]
     heading = (f"{sched.system.short()}, axes {list(sched.axes)}, reduce {list(sched.reduce)}: "

@@ -127,21 +127,21 @@ class Schedule:
         int, a sequence of ints or text like ``"0,2"``, and ``None`` means all.  Errors name the flag."""
         pls = self.placements
         if placement is not None:
-            ids = _indices(placement, "--placement")
+            ids = _indices(placement, "placement")
             for i in ids:
                 if not 0 <= i < len(pls):
-                    raise ModelError(f"--placement {i} out of range: the schedule has {len(pls)} placements "
-                                     f"(0..{len(pls) - 1})")
+                    raise ModelError(f"placement {i} out of range: the schedule has {len(pls)} placements "
+                                     f"(0..{len(pls) - 1})", param="placement")
             pls = tuple(self.placements[i] for i in ids)
         out = []
         for pl in pls:
             if program is None:
                 out += [(pl, pr) for pr in pl.programs]
                 continue
-            for k in (_indices(program, "--program") if program != () else ()):
+            for k in (_indices(program, "program") if program != () else ()):
                 if not 0 <= k < len(pl.programs):
-                    raise ModelError(f"--program {k} out of range: placement {pl.id} has {len(pl.programs)} "
-                                     f"programs (0..{len(pl.programs) - 1})")
+                    raise ModelError(f"program {k} out of range: placement {pl.id} has {len(pl.programs)} "
+                                     f"programs (0..{len(pl.programs) - 1})", param="program")
                 out.append((pl, pl.programs[k]))
         return out
 
@@ -150,12 +150,12 @@ class Schedule:
         :meth:`select` with exactly one index each (default 0, the fastest); ``program=None`` picks only
         the placement (and returns ``None`` for the program)."""
         placement = 0 if placement is None else placement
-        for value, flag in ((placement, "--placement"), (program, "--program")):
+        for value, flag in ((placement, "placement"), (program, "program")):
             if value is not None and len(_indices(value, flag)) != 1:
-                raise ModelError(f"{flag} takes one index here, got {value!r}")
+                raise ModelError(f"{flag} takes one index here, got {value!r}", param=flag)
         if program is None:
             self.select(placement, ())  # range check of the placement only
-            (i,) = _indices(placement, "--placement")
+            (i,) = _indices(placement, "placement")
             return self.placements[i], None
         return self.select(placement, program)[0]
 
@@ -240,7 +240,8 @@ def schedule_from_json(data: Any, source: str = "schedule") -> Schedule:
     """A :class:`Schedule` from the parsed JSON of a schedule file; errors name ``source`` and the field."""
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ModelError(f"{source}: not a meshplan schedule (expected \"schema\": \"{SCHEMA}\"); "
-                         "write one with `meshplan solve placement --export FILE`")
+                         "save one with solve_placement(...).save(path) (the CLI: solve placement with an export "
+                         "file)")
     try:
         system = System.from_dict(data["system"], source=source)
         axes = tuple(int(a) for a in data["axes"])

@@ -45,7 +45,7 @@ def _cases(schedule, tmp):
          lambda: mp.plan_redistribution("[4{x}16,16]", "[16,4{x}16]", "x=4")),
         ("bound", ["bound", "--einsum", "ij,jk->ik"], lambda: mp.analyze_bound("ij,jk->ik")),
         ("count", ["count", COUNT, "--params", "n=64,p=4", "--verify"],
-         lambda: mp.count_iterations(COUNT, values="n=64,p=4", verify=True)),
+         lambda: mp.count_iterations(COUNT, params="n=64,p=4", verify=True)),
         ("tensor", ["tensor", "halo", "--partition", "1,1,4", "--shape", "1,1,10", "--kernel", "3"],
          lambda: mp.plan_halo("1,1,4", "1,1,10", 3)),
         ("matmul", ["matmul", "100", "70", "90", "--np", "4"], lambda: mp.plan_matmul(100, 70, 90, 4)),

@@ -16,11 +16,13 @@ __all__ = ["Layout", "exchange", "reduce_column", "gepp", "solve_upper_right", "
 
 @dataclass
 class Layout:
-    """The rows and columns one rank ``(px, py, pz)`` owns (block-cyclic, block ``v``)."""
+    """The rows and columns one rank ``(px, py, pz)`` owns (block-cyclic, block ``v``), and the dtype
+    the factorization computes and communicates in."""
 
     N: int
     grid: FactorGrid
     rank: int
+    dtype: np.dtype = np.dtype(np.float64)
 
     def __post_init__(self) -> None:
         g = self.grid
@@ -47,18 +49,18 @@ class Layout:
         return slice(int(np.searchsorted(self.rows, r)), len(self.rows))
 
 
-def exchange(comm, sends, recvs, tag: int) -> list[np.ndarray]:
+def exchange(comm, sends, recvs, tag: int, dtype=np.float64) -> list[np.ndarray]:
     """Post every receive ``(src, shape)`` and send ``(dest, array)`` (empty ones skipped), wait for all;
-    returns the received arrays in the order of ``recvs`` (empty arrays for empty shapes)."""
+    returns the received arrays (of ``dtype``) in the order of ``recvs`` (empty arrays for empty shapes)."""
     reqs, out = [], []
     for src, shape in recvs:
-        buf = np.empty(shape, dtype=np.float64)
+        buf = np.empty(shape, dtype=dtype)
         out.append(buf)
         if buf.size:
             reqs.append(comm.Irecv(buf, source=src, tag=tag))
     keep = []
     for dest, arr in sends:
-        a = np.ascontiguousarray(arr, dtype=np.float64)
+        a = np.ascontiguousarray(arr, dtype=dtype)
         if a.size:
             keep.append(a)
             reqs.append(comm.Isend(a, dest=dest, tag=tag))
@@ -81,10 +83,10 @@ def reduce_column(comm, lay: Layout, A: np.ndarray, rows, c0: int, vt: int, z0: 
         sel = np.ones(blk.shape, dtype=bool)
         sel[:tri, :tri] = np.tri(tri, dtype=bool)
         if lay.pz != z0:
-            exchange(comm, [(g.rank(lay.px, lay.py, z0), blk[sel])], [], tag)
+            exchange(comm, [(g.rank(lay.px, lay.py, z0), blk[sel])], [], tag, lay.dtype)
         else:
             srcs = [(g.rank(lay.px, lay.py, z), (int(sel.sum()),)) for z in range(g.Pz) if z != z0]
-            for part in exchange(comm, [], srcs, tag):
+            for part in exchange(comm, [], srcs, tag, lay.dtype):
                 blk[sel] += part
     return blk
 

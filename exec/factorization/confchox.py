@@ -44,7 +44,7 @@ def panel_rows(N: int, g, x: int, y: int, c1: int) -> np.ndarray:
 def confchox(comm, lay: Layout, A: np.ndarray):
     """Factor in place; returns ``(F, breakdown)`` — ``F`` the entries of ``L`` this rank finalized,
     ``breakdown`` ``(t, k)`` at the first non-positive pivot (``None`` if the matrix is SPD)."""
-    g, N = lay.grid, lay.N
+    g, N, dt = lay.grid, lay.N, lay.dtype
     Px, Py, Pz, v = g.Px, g.Py, g.Pz, g.v
     px, py, pz = lay.px, lay.py, lay.pz
     F = np.zeros_like(A)
@@ -61,7 +61,7 @@ def confchox(comm, lay: Layout, A: np.ndarray):
         sl = layer_slices(vt, Pz)
         lo, hi = sl[pz]
         need = panel_rows(N, g, px, py, c1)
-        buf = np.empty((len(need), hi - lo))
+        buf = np.empty((len(need), hi - lo), dtype=dt)
         if py == py_t:
             jl = lay.cols_from(c0).start
             blk = reduce_column(comm, lay, A, ra, c0, vt, z0, T_COL, tri=rr.start - ra.start)
@@ -73,12 +73,12 @@ def confchox(comm, lay: Layout, A: np.ndarray):
                     breakdown = (t, int(bad))
                 low = L00[np.tril_indices(vt)]  # the lower triangle only
                 exchange(comm, [(g.rank(x, py, pz), low) for x in range(Px)
-                                if x != px and cyclic_count(c1, N, v, Px, x)], [], T_DIAG)
+                                if x != px and cyclic_count(c1, N, v, Px, x)], [], T_DIAG, dt)
                 F[ra.start:rr.start, jl:jl + vt] = L00
             elif rr.stop > rr.start:
                 L00 = np.zeros((vt, vt))
                 L00[np.tril_indices(vt)] = exchange(comm, [], [(g.rank(px_t, py, pz), (vt * (vt + 1) // 2,))],
-                                                    T_DIAG)[0]
+                                                    T_DIAG, dt)[0]
             L10 = np.linalg.solve(L00, blk[nd:].T).T if rr.stop > rr.start else np.empty((0, vt))
             F[rr, jl:jl + vt] = L10
             myrows = lay.rows[rr]
@@ -98,7 +98,7 @@ def confchox(comm, lay: Layout, A: np.ndarray):
         src = lay.px_of(need)
         recvs = [(x, np.flatnonzero(src == x)) for x in range(Px) if not (holder and x == px)]
         got = exchange(comm, sends if holder else [],
-                       [(g.rank(x, py_t, z0), (len(k), hi - lo)) for x, k in recvs], T_W)
+                       [(g.rank(x, py_t, z0), (len(k), hi - lo)) for x, k in recvs], T_W, dt)
         for (x, k), part in zip(recvs, got):
             buf[k] = part
         # lower-half update, one local block column at a time

@@ -20,8 +20,8 @@ the other layers with zeros (partial sums).  Step ``t`` (block column ``J``, hel
 11. every layer updates its partial sums ``A11 -= W[:, s_z]·A01[s_z, :]`` (``W·A01 = L10·U01``);
     pivot rows are masked out, never swapped.
 
-``U01 = L00⁻¹·A01`` itself is formed when the factors are assembled (a ``v×v`` triangular solve per
-step on the gathered rows), since no rank needs it for the update.  Every message is a
+``U01 = L00⁻¹·A01`` itself is never formed: no rank needs it for the update, and the solve
+(:mod:`meshplan.exec.factorization.solve`) uses ``lu00`` and the reduced pivot rows ``A01`` directly.  Every message is a
 point-to-point buffer on the counting communicator; the words match
 :func:`meshplan.models.factorization.cost.conflux_cost` exactly.
 """
@@ -54,35 +54,36 @@ def tournament(comm, lay: Layout, cand: np.ndarray, vt: int, py_t: int, z0: int)
         return cand
     q = 1 << (P.bit_length() - 1)
     peer = lambda x: g.rank(x, py_t, z0)  # noqa: E731
-    shape = cand.shape
+    shape, dt = cand.shape, lay.dtype
     if px >= q:  # fold in, wait for the result
-        exchange(comm, [(peer(px - q), cand)], [], T_TOUR)
-        return exchange(comm, [], [(peer(px - q), shape)], T_TOUR)[0]
+        exchange(comm, [(peer(px - q), cand)], [], T_TOUR, dt)
+        return exchange(comm, [], [(peer(px - q), shape)], T_TOUR, dt)[0]
     if px < P - q:
-        other = exchange(comm, [], [(peer(px + q), shape)], T_TOUR)[0]
+        other = exchange(comm, [], [(peer(px + q), shape)], T_TOUR, dt)[0]
         cand = _select(np.vstack([cand, other]), vt)
     r = 1
     while r < q:
         mate = px ^ r
-        other = exchange(comm, [(peer(mate), cand)], [(peer(mate), shape)], T_TOUR)[0]
+        other = exchange(comm, [(peer(mate), cand)], [(peer(mate), shape)], T_TOUR, dt)[0]
         lo, hi = (cand, other) if px < mate else (other, cand)
         cand = _select(np.vstack([lo, hi]), vt)
         r <<= 1
     if px < P - q:
-        exchange(comm, [(peer(px + q), cand)], [], T_TOUR)
+        exchange(comm, [(peer(px + q), cand)], [], T_TOUR, dt)
     return cand
 
 
 def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
-    """Factor in place; returns ``(F, steps, breakdown)`` — ``F`` the entries this rank finalized
-    (L10 / L00\\U00 / reduced A01 rows), ``steps`` the pivot lists, and
+    """Factor in place; returns ``(F, steps, diag, breakdown)`` — ``F`` the entries this rank finalized
+    (L10 / L00\\U00 / reduced A01 rows), ``steps`` the pivot lists, ``diag`` the factored ``lu00`` of the
+    steps ``t`` whose holder ``[t mod Px, t mod Py, t mod Pz]`` this rank is (what the solve needs), and
     ``breakdown`` ``(t, k)`` if the matrix is singular to working precision."""
-    g, N = lay.grid, lay.N
+    g, N, dt = lay.grid, lay.N, lay.dtype
     Px, Py, Pz, v = g.Px, g.Py, g.Pz, g.v
     px, py, pz = lay.px, lay.py, lay.pz
     F = np.zeros_like(A)
     active = np.ones(len(lay.rows), dtype=bool)
-    steps = []
+    steps, diag = [], {}
     for t in range(-(-N // v)):
         c0 = t * v
         vt = min(v, N - c0)
@@ -101,23 +102,25 @@ def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
             gidx = lay.rows[act].astype(np.float64)
             order, _lu, _bad = gepp(blk, vt)
             n = min(vt, len(act))
-            cand = np.zeros((vt, vt + 1))
+            cand = np.zeros((vt, vt + 1), dtype=dt)
             cand[:n, :vt] = blk[order[:n]]
             cand[:n, vt] = gidx[order[:n]]
             cand[n:, vt] = -1
             win = tournament(comm, lay, cand, vt, py_t, z0)
             order, lu00, bad = gepp(win[:, :vt], vt, tol)
             piv = win[order, vt]
+            if px == t % Px:
+                diag[t] = lu00
             if bad is not None or np.any(piv < 0):
-                piv = np.full(vt, np.nan)
+                piv = np.full(vt, np.nan, dtype=dt)
                 steps.append({"t": t, "bad": 0 if bad is None else int(bad)})
             if px == 0:
                 dests = [r for r in range(g.p) if not (g.coords(r)[1] == py_t and g.coords(r)[2] == z0)]
-                exchange(comm, [(d, piv) for d in dests], [], T_PIV)
+                exchange(comm, [(d, piv) for d in dests], [], T_PIV, dt)
         else:
-            piv = exchange(comm, [], [(g.rank(0, py_t, z0), (vt,))], T_PIV)[0]
+            piv = exchange(comm, [], [(g.rank(0, py_t, z0), (vt,))], T_PIV, dt)[0]
         if np.isnan(piv).any():
-            return F, steps, (t, steps[-1]["bad"] if holder else None)
+            return F, steps, diag, (t, steps[-1]["bad"] if holder else None)
         piv = piv.astype(np.int64)
         steps.append({"t": t, "pivots": piv.tolist()})
         sl = layer_slices(vt, Pz)
@@ -131,13 +134,13 @@ def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
                      for z in range(Pz) if z != pz and (t > 0 or pz == 0)]
             ks = mine[zk[mine] == pz]
             recvs = [(g.rank(px, py, z), (len(ks), ncr)) for z in range(Pz) if z != pz and (t > 0 or z == 0)]
-            got = exchange(comm, sends, recvs if len(ks) else [], T_ROWS)
+            got = exchange(comm, sends, recvs if len(ks) else [], T_ROWS, dt)
             lr = lay.lrow[piv[ks]]
             for part in got:
                 A[lr, rc] += part
         # 10. the reduced rows of my layer's part to the other ranks of [:, py, pz]
         lo, hi = sl[pz]
-        A01 = np.empty((hi - lo, ncr))
+        A01 = np.empty((hi - lo, ncr), dtype=dt)
         if hi > lo and ncr:
             ks = mine[zk[mine] == pz]
             rows_k = A[lay.lrow[piv[ks]], rc]
@@ -145,7 +148,7 @@ def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
             A01[ks - lo] = rows_k
             sends = [(g.rank(x, py, pz), rows_k) for x in range(Px) if x != px and len(ks)]
             theirs = [(x, np.flatnonzero((ownpx == x) & (zk == pz))) for x in range(Px) if x != px]
-            got = exchange(comm, sends, [(g.rank(x, py, pz), (len(k2), ncr)) for x, k2 in theirs], T_BC)
+            got = exchange(comm, sends, [(g.rank(x, py, pz), (len(k2), ncr)) for x, k2 in theirs], T_BC, dt)
             for (x, k2), part in zip(theirs, got):
                 A01[k2 - lo] = part
         # 7./8. L10, W = L10·L00⁻¹ on the holders, its parts s_z to every rank of the grid row
@@ -160,13 +163,13 @@ def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
             F[pl, jl:jl + vt] = lu00[mine]
             sends = [(g.rank(px, y, z), W[:, sl[z][0]:sl[z][1]]) for y in range(Py) for z in range(Pz)
                      if (y, z) != (py_t, z0) and len(nonpiv) and cyclic_count(c1, N, v, Py, y)]
-            exchange(comm, sends, [], T_W)
+            exchange(comm, sends, [], T_W, dt)
             Wz = W[:, lo:hi]
         elif ncr:
-            Wz = exchange(comm, [], [(g.rank(px, py_t, z0), (len(nonpiv), hi - lo))], T_W)[0]
+            Wz = exchange(comm, [], [(g.rank(px, py_t, z0), (len(nonpiv), hi - lo))], T_W, dt)[0]
         # 11. Schur update of this layer's partial sums
         if len(nonpiv) and ncr and hi > lo:
             A[nonpiv, rc] -= Wz @ A01
         active[pl] = False
-    return F, steps, None
+    return F, steps, diag, None
 

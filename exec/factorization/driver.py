@@ -1,64 +1,42 @@
-"""Plan, run and verify LU / Cholesky on MPI ranks (thesis 4.7–4.8): the Python API behind
-``meshplan factor``.
+"""Launch LU / Cholesky runs on MPI ranks and collect their verdicts (thesis 4.7–4.8): the launcher side of
+``meshplan factor --run`` and :func:`meshplan.api.factorization.run_factorization`.
 
-* :func:`run_cases` — many cases in one ``mpiexec`` launch (what the tests and the benchmark batch);
-  the PMPI counter is preloaded when it can be built.
-* :func:`run_factorization` — plan (:func:`meshplan.solvers.factorization.plan.plan_factorization`),
-  run COnfLUX / COnfCHOX and the requested baselines (``"2d"``: the in-house 2-D block-cyclic
-  factorization on the best one-layer grid; ``"scalapack"``: pdgetrf / pdpotrf through
-  :mod:`meshplan.exec.runtime.scalapack` when that bridge is installed), and return one document
-  with the fields of ``meshplan factor --json``.  A breakdown (singular LU, non-SPD Cholesky)
-  raises :class:`FactorizationBreakdown` naming the step and block.
+* :func:`run_cases` — many cases in one ``mpiexec`` launch of the rank program
+  (:mod:`~meshplan.exec.factorization.rank_main`, which runs COnfLUX / COnfCHOX through the library's
+  :class:`~meshplan.exec.factorization.executor.FactorExecutor`); what the tests and the benchmark batch.
+  The PMPI counter is preloaded when it can be built.
+* :func:`execute` — one schedule and its baselines (``"2d"``: the in-house 2-D block-cyclic factorization on
+  the best one-layer grid; ``"scalapack"``: pdgetrf / pdpotrf through :mod:`meshplan.exec.runtime.scalapack`
+  when that bridge is installed): rank 0's result of the schedule and the baselines' results.  A breakdown
+  (singular LU, non-SPD Cholesky) raises
+  :class:`~meshplan.models.factorization.breakdown.FactorizationBreakdown` naming the step and block.
+* :func:`matrix_spec` — the input matrix of a run: seeded random (LU), SPD (Cholesky) or a ``.npy`` file.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+import os
+import stat
+from typing import Any
 
-from meshplan.models.core.errors import ModelError, VerificationError
-from meshplan.models.factorization.cost import lu2d_cost, confchox_cost
-from meshplan.solvers.factorization.plan import FactorPlan, plan_2d, plan_factorization
+from meshplan.models.core.errors import ModelError
+from meshplan.models.factorization.breakdown import FactorizationBreakdown
+from meshplan.models.factorization.cost import confchox_cost, lu2d_cost
+from meshplan.models.factorization.problem import FactorProblem
+from meshplan.solvers.factorization.plan import FactorSchedule, plan_2d
 
-__all__ = ["FactorRun", "run_cases", "run_factorization", "plan_report", "run_scalapack_cases",
-           "FactorizationBreakdown", "BASELINES", "RANK_MODULE"]
+__all__ = ["run_cases", "execute", "matrix_spec", "run_scalapack_cases", "model_2d", "FactorizationBreakdown",
+           "BASELINES", "RANK_MODULE"]
 
 RANK_MODULE = "meshplan.exec.factorization.rank_main"
 SCALAPACK_MODULE = "meshplan.exec.factorization.scalapack_rank"
+#: the baselines a run can add
 BASELINES = ("2d", "scalapack")
-
-
-class FactorizationBreakdown(VerificationError):
-    """The matrix is singular (LU) or not positive definite (Cholesky); the message names the step."""
-
-
-@dataclass(frozen=True)
-class FactorRun:
-    """The result of :func:`run_factorization`: the fields of ``meshplan factor --run --json``."""
-
-    kind: str
-    N: int
-    p: int
-    memory: int | None
-    grid: list
-    block: int
-    model_words_per_rank: float
-    model_phases: dict
-    memory_words_per_rank: int
-    lower_bound_words: float
-    candidates: int
-    explanation: list
-    two_d_model_words_per_rank: float | None
-    run: dict
-    baselines: dict
-
-    @property
-    def verified(self) -> bool:
-        return bool(self.run["verified"]) and all(b.get("verified", True) is not False
-                                                  for b in self.baselines.values())
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+#: the keys of a run's result that the ``run`` object and a ``2d`` baseline report
+RUN_KEYS = ("verified", "scaled_residual", "growth_factor", "measured_words_per_rank", "measured_words_max",
+            "pmpi_words_per_rank", "time_s", "model_words_per_rank")
+BASELINE_KEYS = ("verified", "scaled_residual", "growth_factor", "measured_words_per_rank", "pmpi_words_per_rank",
+                 "model_words_per_rank", "time_s")
 
 
 def _pmpi_env(use: bool) -> dict | None:
@@ -80,24 +58,26 @@ def run_cases(np_: int, cases: list[dict], *, pmpi: bool = True, timeout_s: floa
     return out["results"]
 
 
-def _matrix_spec(kind: str, seed: int, input_path: str | None, matrix: dict | None) -> dict:
+def matrix_spec(kind: str, N: int, seed: int, input: str | None, matrix: dict | None) -> dict:
+    """The matrix spec of a run (:func:`~meshplan.exec.factorization.matrices.make_matrix`): ``matrix`` as
+    given, the ``.npy`` file ``input`` (checked: a readable regular file holding an ``N × N`` array), or the
+    seeded default of ``kind``."""
     if matrix is not None:
         return dict(matrix)
-    if input_path is not None:
+    if input is not None:
         import numpy as np
 
-        import os
-        import stat
-
         try:
-            if not stat.S_ISREG(os.stat(input_path).st_mode):  # a pipe or device would block or never end
+            if not stat.S_ISREG(os.stat(input).st_mode):  # a pipe or device would block or never end
                 raise ValueError("not a regular file")
-            arr = np.load(input_path, mmap_mode="r")
+            arr = np.load(input, mmap_mode="r")
         except (OSError, ValueError, EOFError) as err:
-            raise ModelError(f"--input {input_path}: cannot read a .npy array ({err})") from err
+            raise ModelError(f"input {input}: cannot read a .npy array ({err})", param="input") from err
         if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
-            raise ModelError(f"--input {input_path} holds a {arr.shape} array; a square matrix is needed")
-        return {"type": "file", "path": str(input_path)}
+            raise ModelError(f"input {input} holds a {arr.shape} array; a square matrix is needed", param="input")
+        if arr.shape[0] != N:
+            raise ModelError(f"input holds a {arr.shape[0]}×{arr.shape[0]} matrix but N = {N}", param=("input", "N"))
+        return {"type": "file", "path": str(input)}
     return {"type": "random" if kind == "lu" else "spd", "seed": int(seed)}
 
 
@@ -106,69 +86,30 @@ def _case(kind: str, algorithm: str, N: int, grid, v: int, spec: dict, repeats: 
             "repeats": repeats}
 
 
-def run_factorization(kind: str, N: int, np: int, *, memory: int | None = None, block: int | None = None,
-                      grid: tuple[int, int, int] | None = None, baselines: Iterable[str] = (),
-                      repeats: int = 1, seed: int = 0, input_path: str | None = None,
-                      matrix: dict | None = None, pmpi: bool = True, timeout_s: float = 600.0,
-                      plan: FactorPlan | None = None) -> FactorRun:
-    """Plan, run, verify; the fields of ``meshplan factor --run --json`` (see docs/factor.md)."""
-    baselines = tuple(baselines)
-    for b in baselines:
-        if b not in BASELINES:
-            raise ModelError(f"unknown baseline {b!r}; use {', '.join(BASELINES)}")
-    if repeats < 0:
-        raise ModelError(f"--repeats must be ≥ 0, got {repeats}")
-    plan = plan or plan_factorization(kind, N, np, memory=memory, block=block, grid=grid)
-    spec = _matrix_spec(kind, seed, input_path, matrix)
-    if spec.get("type") == "file":
-        import numpy as np_mod
-
-        n_in = np_mod.load(spec["path"], mmap_mode="r").shape[0]
-        if n_in != N:
-            raise ModelError(f"--input holds a {n_in}×{n_in} matrix but N = {N}")
-    g = plan.grid
-    cases = [_case(kind, "conflux", N, (g.Px, g.Py, g.Pz), g.v, spec, repeats)]
-    two = None
+def execute(schedule: FactorSchedule, spec: dict, *, baselines: tuple[str, ...] = (), repeats: int = 1,
+            pmpi: bool = True, timeout_s: float = 600.0) -> tuple[dict, dict]:
+    """Run the schedule (and ``baselines``) on ``p`` ranks in one launch (ScaLAPACK in a second): rank 0's
+    result (its :data:`RUN_KEYS`) and ``{name: result}`` of the baselines."""
+    pr, g = schedule.problem, schedule.grid
+    cases = [_case(pr.kind, "conflux", pr.N, (g.Px, g.Py, g.Pz), g.v, spec, repeats)]
+    two = plan_2d(pr)[0] if baselines else None
     if "2d" in baselines:
-        two = plan_2d(plan.problem, block=block)
-        cases.append(_case(kind, "2d", N, (two[0].Px, two[0].Py, 1), two[0].v, spec, repeats))
-    results = run_cases(np, cases, pmpi=pmpi, timeout_s=timeout_s)
+        cases.append(_case(pr.kind, "2d", pr.N, (two.Px, two.Py, 1), two.v, spec, repeats))
+    results = run_cases(pr.p, cases, pmpi=pmpi, timeout_s=timeout_s)
     main = results[0]
     if "breakdown" in main:
-        raise FactorizationBreakdown(f"{'LU' if kind == 'lu' else 'Cholesky'} of N = {N}: "
-                                     f"{main['breakdown']['message']}")
-    doc = plan.to_json()
-    doc["two_d_model_words_per_rank"] = _two_d_model(plan, block)
-    doc["run"] = {k: main.get(k) for k in ("verified", "scaled_residual", "growth_factor",
-                                           "measured_words_per_rank", "measured_words_max",
-                                           "pmpi_words_per_rank", "time_s", "model_words_per_rank")}
-    doc["baselines"] = {}
-    if two is not None:
+        b = main["breakdown"]
+        raise FactorizationBreakdown(f"{'LU' if pr.kind == 'lu' else 'Cholesky'} of N = {pr.N}: {b['message']}",
+                                     step=b["step"], column=b["column"], block=tuple(b["block"]),
+                                     detail=b["message"])
+    run = {k: main.get(k) for k in RUN_KEYS}
+    done: dict[str, Any] = {}
+    if "2d" in baselines:
         r = results[1]
-        doc["baselines"]["2d"] = {"grid": r["grid"], "block": r["block"]} | {
-            k: r.get(k) for k in ("verified", "scaled_residual", "growth_factor", "measured_words_per_rank",
-                                  "pmpi_words_per_rank", "model_words_per_rank", "time_s")}
+        done["2d"] = {"grid": r["grid"], "block": r["block"]} | {k: r.get(k) for k in BASELINE_KEYS}
     if "scalapack" in baselines:
-        doc["baselines"]["scalapack"] = _scalapack(kind, N, np, two[0] if two else plan_2d(plan.problem)[0],
-                                                   spec, repeats, timeout_s)
-    return FactorRun(**doc)
-
-
-def plan_report(plan: FactorPlan, *, block: int | None = None) -> dict[str, Any]:
-    """The document of ``meshplan factor --json`` without ``--run``: the plan, the 2-D model, ``run: null``."""
-    doc = plan.to_json()
-    doc["two_d_model_words_per_rank"] = _two_d_model(plan, block)
-    doc["run"] = None
-    doc["baselines"] = {}
-    return doc
-
-
-def _two_d_model(plan: FactorPlan, block: int | None) -> float | None:
-    try:
-        g2, c2 = plan_2d(plan.problem, block=block)
-    except Exception:  # noqa: BLE001 - no one-layer grid fits: nothing to compare
-        return None
-    return c2.per_rank
+        done["scalapack"] = _scalapack(pr, two, spec, repeats, timeout_s)
+    return run, done
 
 
 def run_scalapack_cases(np_: int, cases: list[dict], *, pmpi: bool = True, timeout_s: float = 600.0) -> list[dict]:
@@ -182,19 +123,19 @@ def run_scalapack_cases(np_: int, cases: list[dict], *, pmpi: bool = True, timeo
     return run_job(np_, SCALAPACK_MODULE, {"cases": cases}, timeout_s=timeout_s, env=env)["results"]
 
 
-def _scalapack(kind: str, N: int, np: int, grid2, spec: dict, repeats: int, timeout_s: float) -> dict:
+def _scalapack(pr: FactorProblem, grid2, spec: dict, repeats: int, timeout_s: float) -> dict:
     from meshplan.exec.runtime import scalapack
-    from meshplan.models.factorization.problem import FactorProblem
 
     ok, why = scalapack.available()
     if not ok:
         return {"available": False, "reason": why}
-    case = {"kind": kind, "N": N, "grid": [grid2.Px, grid2.Py], "nb": grid2.v, "matrix": spec, "repeats": repeats}
-    res = run_scalapack_cases(np, [case], timeout_s=timeout_s)[0]
-    res["model_words_per_rank"] = model_2d(FactorProblem(kind, N, np), grid2)
+    case = {"kind": pr.kind, "N": pr.N, "grid": [grid2.Px, grid2.Py], "nb": grid2.v, "matrix": spec,
+            "repeats": repeats}
+    res = run_scalapack_cases(pr.p, [case], timeout_s=timeout_s)[0]
+    res["model_words_per_rank"] = model_2d(FactorProblem(pr.kind, pr.N, pr.p), grid2)
     return res
 
 
-def model_2d(problem, grid) -> float:
+def model_2d(problem: FactorProblem, grid) -> float:
     """Modeled words per rank of the 2-D baseline on a one-layer grid."""
     return (lu2d_cost(problem, grid) if problem.kind == "lu" else confchox_cost(problem, grid)).per_rank

@@ -2,11 +2,13 @@
 
 JOB = ``{"cases": [{"kind": "lu"|"cholesky", "algorithm": "conflux"|"2d", "N", "grid": [Px,Py,Pz],
 "v", "matrix": {...}, "repeats"}]}`` (see :func:`meshplan.exec.factorization.matrices.make_matrix`).
-Per case every rank builds its block-cyclic tile (layer 0: ``A``, other layers: zeros), runs the
-factorization once while the counting communicator (and the PMPI counter, when preloaded) count
-its bytes, then ``repeats`` timed runs on fresh copies; the factors are gathered on rank 0
-(uncounted) and checked: ``‖PA − LU‖_F / (‖A‖_F·N·ε)`` or ``‖A − LLᵀ‖_F / (‖A‖_F·N·ε)``, and the
-growth factor ``max|U| / max|A|``.
+COnfLUX / COnfCHOX (and the 2-D Cholesky, COnfCHOX on one layer) run through the library's own
+:class:`~meshplan.exec.factorization.executor.FactorExecutor`, exactly as a user's program calls it: per
+case every rank builds the matrix, takes its tile ``A[rows, cols]``, factors it once while the executor's
+counter (and the PMPI counter, when preloaded) count its bytes, then ``repeats`` timed runs (``0``: none);
+the factors are gathered on rank 0 (uncounted) and checked: ``‖PA − LU‖_F / (‖A‖_F·N·ε)`` or
+``‖A − LLᵀ‖_F / (‖A‖_F·N·ε)``, and the growth factor ``max|U| / max|A|``.  The 2-D LU baseline (row
+swaps, :mod:`~meshplan.exec.factorization.lu2d`) runs on its own layout.
 """
 
 from __future__ import annotations
@@ -15,56 +17,84 @@ import numpy as np
 from mpi4py import MPI
 
 from meshplan.exec.factorization.common import Layout
-from meshplan.exec.factorization.confchox import confchox
-from meshplan.exec.factorization.conflux import conflux_lu
+from meshplan.exec.factorization.executor import FactorExecutor
 from meshplan.exec.factorization.lu2d import lu2d
 from meshplan.exec.factorization.matrices import make_matrix
 from meshplan.exec.runtime import pmpi
 from meshplan.exec.runtime.rank import RankContext, rank_main
 from meshplan.exec.runtime.timing import time_repeats
+from meshplan.models.factorization.breakdown import FactorizationBreakdown, breakdown
 from meshplan.models.factorization.cost import confchox_cost, conflux_cost, lu2d_cost, swap_words
 from meshplan.models.factorization.problem import FactorGrid, FactorProblem
+from meshplan.solvers.factorization.plan import schedule_factorization
 
 __all__ = ["handle", "run_case"]
 
 
-def _run(kind: str, algorithm: str, comm, lay: Layout, tile: np.ndarray, tol: float):
-    if algorithm == "2d":
-        if kind == "lu":
-            ipiv, bad = lu2d(comm, lay, tile, tol)
-            return tile, {"ipiv": ipiv}, bad
-        F, bad = confchox(comm, lay, tile)
-        return F, {}, bad
-    if kind == "lu":
-        F, steps, bad = conflux_lu(comm, lay, tile, tol)
-        return F, {"steps": steps}, bad
-    F, bad = confchox(comm, lay, tile)
-    return F, {}, bad
+def _lu2d(ctx: RankContext, kind: str, grid: FactorGrid, A: np.ndarray, N: int, repeats: int, start, mark):
+    """The 2-D LU baseline: ``(F, rows, cols, extra, error, timing)``; ``start()`` and ``mark()`` around the
+    counted run."""
+    lay = Layout(N, grid, ctx.rank)
+    tol = N * np.finfo(np.float64).eps * (float(np.max(np.abs(A))) if N else 0.0)
+    tile = A[np.ix_(lay.rows, lay.cols)].copy()
+    start()
+    ipiv, bad = lu2d(ctx.comm, lay, tile, tol)
+    mark()
+    broke = ctx.world.allreduce(int(bad is not None), op=MPI.MAX)
+    timing = (time_repeats(ctx.world, lambda t: lu2d(ctx.world, lay, t, tol), repeats=repeats, warmup=0,
+                           setup=lambda: A[np.ix_(lay.rows, lay.cols)].copy()) if repeats > 0 and not broke else None)
+    bads = [b for b in ctx.world.allgather(bad) if b is not None]
+    err = None
+    if bads:
+        t, k = min(bads)
+        err = breakdown("lu", N, grid.v, t, k)
+    return tile, lay.rows, lay.cols, {"ipiv": ipiv}, err, timing
+
+
+def _executor(ctx: RankContext, kind: str, grid: FactorGrid, A: np.ndarray, N: int, repeats: int, start, mark):
+    """COnfLUX / COnfCHOX through the executor: ``(F, rows, cols, extra, error, timing)``; ``start()`` and
+    ``mark()`` around the counted run."""
+    problem = FactorProblem(kind, N, grid.p, block=grid.v, grid=(grid.Px, grid.Py, grid.Pz))
+    with FactorExecutor(schedule_factorization(problem), ctx.comm) as ex:
+        A_loc = A[np.ix_(ex.rows, ex.cols)]
+        # ex.factor(A_loc), in its three parts: only the factorization itself is measured (not the two
+        # small agreement reductions before and after it)
+        tile, tol = ex._prepare(A_loc)
+        start()
+        raw = ex._run(tile, tol)
+        mark()
+        try:
+            factors, err = ex._finish(raw), None
+        except FactorizationBreakdown as e:
+            factors, err = None, e
+        timing = (time_repeats(ctx.world, lambda: ex.factor(A_loc), repeats=repeats, warmup=0)
+                  if repeats > 0 and err is None else None)
+    if factors is None:
+        return np.zeros(ex.local_shape), ex.rows, ex.cols, {}, err, timing
+    extra = {} if factors.pivots is None else {"pivots": factors.pivots}
+    return factors.local, ex.rows, ex.cols, extra, None, timing
 
 
 def run_case(ctx: RankContext, case: dict) -> dict | None:
     kind, algorithm, N = case["kind"], case.get("algorithm", "conflux"), int(case["N"])
     grid = FactorGrid(*case["grid"], v=int(case["v"]))
-    lay = Layout(N, grid, ctx.rank)
     A = make_matrix(kind, N, case.get("matrix", {}))
-    amax = float(np.max(np.abs(A))) if N else 0.0
-    tol = N * np.finfo(np.float64).eps * amax
-
-    def fresh() -> np.ndarray:
-        return A[np.ix_(lay.rows, lay.cols)].copy() if lay.pz == 0 else np.zeros((len(lay.rows), len(lay.cols)))
-
-    ctx.world.Barrier()
-    before, pm0 = ctx.counter.snapshot(), pmpi.read()
-    F, extra, bad = _run(kind, algorithm, ctx.comm, lay, fresh(), tol)
-    pm = pmpi.diff(pm0)
-    received = ctx.counter.snapshot()[1] - before[1]
     repeats = int(case.get("repeats", 1))
-    # a Cholesky breakdown is seen by one rank only: agree on it (control traffic, after the counted run)
-    broke = ctx.world.allreduce(int(bad is not None), op=MPI.MAX)
-    timing = time_repeats(ctx.world, lambda t: _run(kind, algorithm, ctx.world, lay, t, tol),
-                          repeats=repeats, warmup=0, setup=fresh) if repeats > 0 and not broke else None
-    counts = ctx.world.gather((received, None if pm is None else pm[1]), root=0)
-    parts = ctx.world.gather((lay.rows, lay.cols, F, bad), root=0)
+    counted: dict = {}
+
+    def start() -> None:
+        ctx.world.Barrier()
+        counted["before"], counted["pm0"] = ctx.counter.snapshot(), pmpi.read()
+
+    def mark() -> None:  # the counted run is the first factorization; the timed repetitions follow
+        counted["received"] = ctx.counter.snapshot()[1] - counted["before"][1]
+        counted["pmpi"] = pmpi.diff(counted["pm0"])
+
+    run = _lu2d if algorithm == "2d" and kind == "lu" else _executor
+    F, rows, cols, extra, err, timing = run(ctx, kind, grid, A, N, repeats, start, mark)
+    pm = counted["pmpi"]
+    counts = ctx.world.gather((counted["received"], None if pm is None else pm[1]), root=0)
+    parts = ctx.world.gather((rows, cols, F), root=0)
     if ctx.rank != 0:
         return None
     words = np.array([c[0] for c in counts], dtype=np.float64) / 8
@@ -74,19 +104,13 @@ def run_case(ctx: RankContext, case: dict) -> dict | None:
                                    else float(np.mean([c[1] for c in counts]) / 8)),
            "time_s": None if timing is None else timing.min_s,
            "time_median_s": None if timing is None else timing.median_s}
-    bads = [b for *_x, b in parts if b is not None]
-    if bads:
-        t, k = min(bads, key=lambda b: (b[0], -1 if b[1] is None else b[1]))
-        k = next((b[1] for b in bads if b[0] == t and b[1] is not None), 0)
-        c0 = t * grid.v
-        what = "singular to working precision" if kind == "lu" else "not symmetric positive definite"
-        out["breakdown"] = {"step": t, "column": c0 + k, "block": [c0, min(c0 + grid.v, N)],
-                            "message": f"the matrix is {what}: step {t} (block column [{c0}, "
-                                       f"{min(c0 + grid.v, N)})) broke down at column {c0 + k}"}
+    if err is not None:
+        out["breakdown"] = {"step": err.step, "column": err.column, "block": list(err.block),
+                            "message": err.detail}
         out["verified"] = False
         return out
     Fg = np.zeros((N, N))
-    for rows, cols, Fl, _b in parts:
+    for rows, cols, Fl in parts:
         Fg[np.ix_(rows, cols)] += Fl
     problem = FactorProblem(kind, N, grid.p)
     out.update(_verify(kind, algorithm, A, Fg, extra, grid))
@@ -125,7 +149,7 @@ def _verify(kind: str, algorithm: str, A: np.ndarray, Fg: np.ndarray, extra: dic
                 perm[[k, r]] = perm[[r, k]]
             Fp = Fg
         else:
-            perm = np.concatenate([np.asarray(s["pivots"], dtype=np.int64) for s in extra["steps"]])
+            perm = np.asarray(extra["pivots"], dtype=np.int64)
             Fp = Fg[perm]
             for t in range(-(-N // grid.v)):  # U01 = L00⁻¹·A01 from the reduced pivot rows
                 c0, c1 = t * grid.v, min(t * grid.v + grid.v, N)

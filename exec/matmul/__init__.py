@@ -1,1 +1,2 @@
-"""meshplan.exec.matmul — run the COSMA schedule and the 2-D SUMMA / ScaLAPACK pdgemm baselines on MPI."""
+"""meshplan.exec.matmul — the COSMA schedule in the caller's MPI program (MatmulExecutor), and its verification runs
+next to the 2-D SUMMA and ScaLAPACK pdgemm baselines."""

@@ -94,19 +94,32 @@ def compile_program(comm, comms: SubComms, mesh, coords0, src, steps) -> list[_A
     return actions
 
 
+def _into(out: np.ndarray | None, shape: tuple, dtype) -> np.ndarray:
+    """``out`` viewed as ``shape`` when the last step can write its result straight into it, else a new array."""
+    if out is not None and out.flags.c_contiguous and out.size == int(np.prod(shape)) and out.dtype == dtype:
+        return out.reshape(shape)
+    return np.empty(shape, dtype=dtype)
+
+
 def run_program(comm, actions: list[_Action], tile: np.ndarray, *, check: bool = False,
-                globaltype: tuple = (), fault: bool = False, initial: np.ndarray | None = None) -> Moved:
+                globaltype: tuple = (), fault: bool = False, initial: np.ndarray | None = None,
+                out: np.ndarray | None = None) -> Moved:
     """Run compiled ``actions`` from this rank's source ``tile`` (never written: every step makes a new
-    array, except that ``fault`` corrupts one element first — the runtime's ``corrupt`` fault, a test of the
-    checker).  With ``check`` the tile is compared with the linear-index test array after every step."""
+    array and drops the previous one, so a step holds only its input, its buffers and its output — except
+    that ``fault`` corrupts one element first, the runtime's ``corrupt`` fault, a test of the checker).  The
+    last step writes into ``out`` where its result can land there directly.  With ``check`` the tile is
+    compared with the linear-index test array after every step."""
     rank = comm.Get_rank()
     if fault:
         tile.flat[0] += 1
     ok = True
     peak_tile = peak_live = tile.nbytes
-    for act in actions:
+    last = len(actions) - 1
+    for i, act in enumerate(actions):
+        dest = out if i == last else None
         if act.kind == "allgather":
-            recv = np.empty((act.n,) + tile.shape, dtype=tile.dtype)
+            shape = (act.n,) + tile.shape
+            recv = _into(dest, shape, tile.dtype) if act.dim == 0 else np.empty(shape, dtype=tile.dtype)
             act.sub.Allgather(tile, recv)
             new = _join(recv, act.dim)
             live = tile.nbytes + recv.nbytes + (0 if new.base is recv else new.nbytes)
@@ -116,7 +129,7 @@ def run_program(comm, actions: list[_Action], tile: np.ndarray, *, check: bool =
                 send = tile.reshape((act.n, tile.shape[0] // act.n) + tile.shape[1:])
             else:
                 send = np.ascontiguousarray(np.stack(np.split(tile, act.n, axis=act.split)))
-            recv = np.empty_like(send)
+            recv = _into(dest, send.shape, tile.dtype) if act.dim == 0 else np.empty_like(send)
             act.sub.Alltoall(send, recv)
             new = _join(recv, act.dim)
             live = (tile.nbytes + (0 if send.base is tile else send.nbytes) + recv.nbytes
@@ -125,10 +138,12 @@ def run_program(comm, actions: list[_Action], tile: np.ndarray, *, check: bool =
         elif act.kind == "dynslice":
             sl = [slice(None)] * tile.ndim
             sl[act.dim] = slice(act.lo, act.hi)
-            new = np.ascontiguousarray(tile[tuple(sl)])
+            part = tile[tuple(sl)]
+            new = _into(dest, part.shape, tile.dtype)
+            np.copyto(new, part)
             live = tile.nbytes + new.nbytes
         else:  # allpermute
-            new = np.empty_like(tile)
+            new = _into(dest, tile.shape, tile.dtype)
             if act.dest == rank and act.source == rank:
                 new[...] = tile
             else:
@@ -182,16 +197,17 @@ class RedistributionExecutor(Executor):
         if tile.shape != self.source_shape:
             raise ModelError(f"x has shape {tile.shape} but this rank's source tile has shape {self.source_shape}",
                              param="x")
-        y = run_program(self.counted, self.actions, tile).tile
-        if y is tile:  # an empty program: the target tile is the source tile
-            y = tile.copy() if out is None else tile
-        if out is not None:
-            if not isinstance(out, np.ndarray) or out.shape != self.target_shape or out.dtype != tile.dtype:
-                raise ModelError(f"out must be an array of the target tile's shape {self.target_shape} and "
-                                 f"dtype {tile.dtype}", param="out")
+        if out is not None and (not isinstance(out, np.ndarray) or out.shape != self.target_shape
+                                or out.dtype != tile.dtype or not out.flags.writeable):
+            raise ModelError(f"out must be a writeable array of the target tile's shape {self.target_shape} and "
+                             f"dtype {tile.dtype}", param="out")
+        direct = out if out is not None and not np.may_share_memory(out, tile) else None
+        y = run_program(self.counted, self.actions, tile, out=direct).tile
+        if out is None:
+            return tile.copy() if y is tile else y  # an empty program: a copy of the source tile
+        if y.ctypes.data != out.ctypes.data or y is tile:
             out[...] = y
-            return out
-        return y
+        return out
 
     def source_tile(self, x_global: Any) -> np.ndarray:
         """This rank's source tile of the global array (a contiguous copy; no communication)."""

@@ -76,7 +76,7 @@ def calibrate(shape: System, *, nbytes: int = 1 << 20, iters: int = 5, timeout_s
     if n < 2:
         raise ModelError("calibration needs at least 2 ranks")
     if iters < 1:
-        raise ModelError(f"--iters must be at least 1, got {iters}")
+        raise ModelError(f"repeats must be at least 1, got {iters}", param="repeats")
     levels = [j for j, lv in enumerate(shape.levels) if lv.size > 1]
     job = {"sizes": list(shape.sizes), "bytes": int(nbytes), "iters": int(iters), "levels": levels}
     raw = run_job(n, "meshplan.exec.reduction.calibrate", job, timeout_s=timeout_s, progress=progress)

@@ -130,11 +130,17 @@ class ReductionExecutor(Executor):
             cur = stage
         else:
             cur = x.reshape(k, E)
+        x_view = cur
         target = None if padded or len(self.final_labels) != k else out.reshape(k, E)
         calls: list[Callable[[], None] | None] = []
         last = len(self._steps) - 1
         for i, st in enumerate(self._steps):
-            dst = target if (i == last and target is not None) else bufs.get(("out", i), st.after)
+            if i == last and target is not None:
+                dst = target
+            elif cur is not x_view and st.sub is not None and st.collective is Collective.ALL_REDUCE:
+                dst = cur  # an AllReduce of an internal buffer runs in place: MPI copies nothing first
+            else:
+                dst = bufs.get(("out", i), st.after)
             call, cur = self._call(st, cur, dst, lambda rows, i=i: bufs.get(("spare", i), rows))
             calls.append(call)
         return calls, cur

@@ -33,17 +33,20 @@ void meshplan_pmpi_reset(void) { g_sent = 0; g_recv = 0; }
 static long long g_handles[6];  /* comms created, comms freed, types committed, types freed, wins made, freed */
 void meshplan_pmpi_handles(long long out[6]) { for (int i = 0; i < 6; i++) out[i] = g_handles[i]; }
 #define MADE(I, CALL) { int rc_ = CALL; if (rc_ == MPI_SUCCESS) g_handles[I]++; return rc_; }
+/* a split or create that leaves this rank outside every group returns MPI_COMM_NULL: nothing to free */
+#define MADE_COMM(CALL) { int rc_ = CALL; if (rc_ == MPI_SUCCESS && *out != MPI_COMM_NULL) g_handles[0]++; \
+                          return rc_; }
 
-int MPI_Comm_split(MPI_Comm c, int color, int key, MPI_Comm *out) MADE(0, PMPI_Comm_split(c, color, key, out))
+int MPI_Comm_split(MPI_Comm c, int color, int key, MPI_Comm *out) MADE_COMM(PMPI_Comm_split(c, color, key, out))
 int MPI_Comm_split_type(MPI_Comm c, int t, int key, MPI_Info info, MPI_Comm *out)
-    MADE(0, PMPI_Comm_split_type(c, t, key, info, out))
-int MPI_Comm_dup(MPI_Comm c, MPI_Comm *out) MADE(0, PMPI_Comm_dup(c, out))
-int MPI_Comm_idup(MPI_Comm c, MPI_Comm *out, MPI_Request *req) MADE(0, PMPI_Comm_idup(c, out, req))
-int MPI_Comm_create(MPI_Comm c, MPI_Group g, MPI_Comm *out) MADE(0, PMPI_Comm_create(c, g, out))
+    MADE_COMM(PMPI_Comm_split_type(c, t, key, info, out))
+int MPI_Comm_dup(MPI_Comm c, MPI_Comm *out) MADE_COMM(PMPI_Comm_dup(c, out))
+int MPI_Comm_idup(MPI_Comm c, MPI_Comm *out, MPI_Request *req) MADE_COMM(PMPI_Comm_idup(c, out, req))
+int MPI_Comm_create(MPI_Comm c, MPI_Group g, MPI_Comm *out) MADE_COMM(PMPI_Comm_create(c, g, out))
 int MPI_Comm_create_group(MPI_Comm c, MPI_Group g, int tag, MPI_Comm *out)
-    MADE(0, PMPI_Comm_create_group(c, g, tag, out))
+    MADE_COMM(PMPI_Comm_create_group(c, g, tag, out))
 int MPI_Cart_create(MPI_Comm c, int nd, const int dims[], const int per[], int re, MPI_Comm *out)
-    MADE(0, PMPI_Cart_create(c, nd, dims, per, re, out))
+    MADE_COMM(PMPI_Cart_create(c, nd, dims, per, re, out))
 int MPI_Comm_free(MPI_Comm *c) MADE(1, PMPI_Comm_free(c))
 int MPI_Type_commit(MPI_Datatype *t) MADE(2, PMPI_Type_commit(t))
 int MPI_Type_free(MPI_Datatype *t) MADE(3, PMPI_Type_free(t))

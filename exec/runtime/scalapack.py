@@ -12,8 +12,10 @@ Outside MPI (launcher side):
   the library path and ``OPENBLAS_NUM_THREADS=1``.
 * :data:`INSTALL_HINT` — the commands that install everything (Debian; ``.ci/run`` runs them).
 
-Inside a rank: :func:`load` (the library through ``scalapack4py``, symbols global), :func:`grid` (a BLACS
-process grid over the first ``nprow·npcol`` ranks, row-major), :func:`local_indices` (the global rows or
+Inside a rank: :func:`load` (the library through ``scalapack4py``, symbols global), :func:`load_in` (the
+same inside a user's MPI program started without the launcher's environment: collective, one verdict for
+every rank), :func:`grid` (a BLACS process grid over the first ``nprow·npcol`` ranks of ``COMM_WORLD`` or of
+a given communicator, row-major), :func:`local_indices` (the global rows or
 columns a process holds in a block-cyclic distribution, in local order) and :func:`descriptor` (a
 ScaLAPACK array descriptor for a local, Fortran-ordered array).  Local arrays must be Fortran-ordered
 (``np.asfortranarray``): ScaLAPACK is column-major.
@@ -34,7 +36,7 @@ import numpy as np
 from meshplan.models.core.errors import MeshplanError
 from meshplan.models.core.outputs import atomic_path
 
-__all__ = ["ScalapackUnavailable", "INSTALL_HINT", "library", "rank_env", "available", "load", "Grid",
+__all__ = ["ScalapackUnavailable", "INSTALL_HINT", "library", "rank_env", "available", "load", "load_in", "Grid",
            "grid", "local_indices", "descriptor", "LIB_ENV"]
 
 #: environment variable: the ScaLAPACK library the ranks load (set by :func:`rank_env`; a user override)
@@ -115,8 +117,9 @@ def rank_env() -> dict[str, str]:
 _loaded = None
 
 
-def load():
-    """Inside a rank: the ScaLAPACK library of ``$MESHPLAN_SCALAPACK_LIB`` as a ``scalapack4py.ScaLAPACK4py``."""
+def load(path: str | None = None):
+    """Inside a rank: the ScaLAPACK library at ``path`` (default ``$MESHPLAN_SCALAPACK_LIB``, else
+    :func:`library`) as a ``scalapack4py.ScaLAPACK4py``; loaded once per process."""
     global _loaded
     if _loaded is None:
         import ctypes
@@ -124,9 +127,19 @@ def load():
         from mpi4py import MPI  # noqa: F401 - MPI is initialized before BLACS
         from scalapack4py import ScaLAPACK4py
 
-        path = os.environ.get(LIB_ENV) or library()
+        path = path or os.environ.get(LIB_ENV) or library()
         _loaded = ScaLAPACK4py(ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL))
     return _loaded
+
+
+def load_in(comm):
+    """Inside a user's MPI program (collective over ``comm``): rank 0 finds or bridges the library
+    (:func:`library`), every rank loads it; :class:`ScalapackUnavailable` on every rank when it is absent."""
+    ok, found = available() if comm.Get_rank() == 0 else (None, None)
+    ok, found = comm.bcast((ok, found), root=0)
+    if not ok:
+        raise ScalapackUnavailable(found)
+    return load(found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +157,13 @@ class Grid:
         return self.ctx >= 0 and self.myrow >= 0
 
 
-def grid(sl, nprow: int, npcol: int) -> Grid:
-    """A row-major ``nprow × npcol`` BLACS grid over COMM_WORLD ranks ``0 … nprow·npcol−1`` (collective
-    over COMM_WORLD)."""
+def grid(sl, nprow: int, npcol: int, comm=None) -> Grid:
+    """A row-major ``nprow × npcol`` BLACS grid over ranks ``0 … nprow·npcol−1`` of ``comm`` (default
+    COMM_WORLD; collective over it).  Free it with ``sl.close_blacs_context(g.ctx)`` on the ranks inside."""
     usermap = np.arange(nprow * npcol, dtype=np.int32).reshape(nprow, npcol)
-    ctx = sl.make_blacs_context_from_map(sl.get_default_system_context(), usermap, nprow, npcol)
+    # the Fortran interface's system context is the communicator's Fortran handle
+    system = sl.get_default_system_context() if comm is None else comm.py2f()
+    ctx = sl.make_blacs_context_from_map(system, usermap, nprow, npcol)
     if ctx < 0:
         return Grid(-1, nprow, npcol, -1, -1)
     _, _, r, c = sl.blacs_gridinfo(ctx)

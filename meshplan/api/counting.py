@@ -2,7 +2,7 @@
 
 The spine without an executor: :class:`~meshplan.models.counting.problem.CountProblem` → :func:`count_iterations`
 → :class:`CountPlan` (the symbolic counts; its fields are the keys of ``meshplan count --json``) →
-``plan.verify(values)`` → :class:`CountRun` (the program executed with those values, every count compared).
+``plan.verify(params)`` → :class:`CountRun` (the program executed with those values, every count compared).
 """
 
 from __future__ import annotations
@@ -63,30 +63,30 @@ class CountPlan(Value):
 
     @property
     def known(self) -> set[str]:
-        """The names ``values`` may give: the parameters, the process count and the unknown loop counts."""
+        """The names ``params`` may give: the parameters, the process count and the unknown loop counts."""
         return {self.result.p.name, *self.unknowns, *self.result.flow.params}
 
-    def at(self, values: Any) -> "CountPlan":
-        """This plan with every count and metric evaluated at ``values`` (``"n=1024,p=16"`` or a mapping)."""
-        vals = self._values(values)
+    def at(self, params: Any) -> "CountPlan":
+        """This plan with every count and metric evaluated at ``params`` (``"n=1024,p=16"`` or a mapping)."""
+        vals = self._values(params)
         return replace(self, values=freeze(self.result.to_json(vals)["values"]))
 
-    def verify(self, values: Any) -> CountRun:
-        """Execute the program with ``values`` (every parameter and unknown needs one) and compare each
+    def verify(self, params: Any) -> CountRun:
+        """Execute the program with ``params`` (every parameter and unknown needs a value) and compare each
         statement's executed count with its symbolic bounds."""
-        vals = self._values(values)
+        vals = self._values(params)
         missing = [x for x in (*self.result.flow.params, *self.unknowns) if x not in vals]
         if missing:
-            raise ModelError(f"verifying {self.function} needs a value for {missing[0]} in values", param="values")
+            raise ModelError(f"verifying {self.function} needs a value for {missing[0]} in params", param="params")
         got = self.result.verify(vals)
         return CountRun(bool(got["ok"]), freeze(got["values"]), freeze(got["rows"]))
 
-    def _values(self, values: Any) -> dict[str, int]:
-        vals = as_params(values, "values", minimum=0)
+    def _values(self, params: Any) -> dict[str, int]:
+        vals = as_params(params, "params", minimum=0)
         unknown = sorted(set(vals) - self.known)
         if unknown:
-            raise ModelError(f"values names {unknown[0]!r}, which is not a parameter of {self.function} "
-                             f"(parameters: {', '.join(sorted(self.known))})", param="values")
+            raise ModelError(f"params names {unknown[0]!r}, which is not a parameter of {self.function} "
+                             f"(parameters: {', '.join(sorted(self.known))})", param="params")
         return vals
 
 
@@ -99,28 +99,28 @@ def _plan_of(result) -> CountPlan:
 
 
 def count_iterations(program: Any, *, function: str | None = None, procs: str = "p", rank: str | None = None,
-                     bounds: Any = None, values: Any = None, verify: bool = False):
+                     bounds: Any = None, params: Any = None, verify: bool = False):
     """Count the iterations of every statement of a Python loop program (thesis chapter 2): a
     :class:`CountPlan`, or a list of them when the file holds several functions and ``function`` is not given.
 
     ``program``: a :class:`CountProblem`, a ``.py`` path, Python source text or a parsed ``Flow``; ``bounds``:
-    bounds of unknown loop counts ``u_k`` (``"u1=0..100"`` or a mapping); ``values``: parameter values to
-    evaluate at (``"n=1024,p=16"``); ``verify=True`` also executes the program with ``values``
-    (``plan.verification``)."""
+    bounds of unknown loop counts ``u_k`` (``"u1=0..100"`` or a mapping); ``params``: parameter values to
+    evaluate at (``"n=1024,p=16"``, the same spelling as ``analyze_bound``'s); ``verify=True`` also executes the
+    program with them (``plan.verification``)."""
     from meshplan.solvers.counting.count import count_problem
 
     problem = program if isinstance(program, CountProblem) else CountProblem.of(
         program, function=function, procs=procs, rank=rank, bounds=bounds)
-    if verify and not values:
-        raise ModelError("verify runs the program, so it needs values (e.g. n=64,p=4)", param=("verify", "values"))
+    if verify and not params:
+        raise ModelError("verify runs the program, so it needs params (e.g. n=64,p=4)", param=("verify", "params"))
     plans = [_plan_of(r) for r in count_problem(problem)]
-    if values:
-        vals = as_params(values, "values", minimum=0)
+    if params:
+        vals = as_params(params, "params", minimum=0)
         known = set().union(*(p.known for p in plans))
         unknown = sorted(set(vals) - known)
         if unknown:
-            raise ModelError(f"values names {unknown[0]!r}, which is not a parameter of the program "
-                             f"(parameters: {', '.join(sorted(known))})", param="values")
+            raise ModelError(f"params names {unknown[0]!r}, which is not a parameter of the program "
+                             f"(parameters: {', '.join(sorted(known))})", param="params")
         plans = [p.at(vals) for p in plans]
         if verify:
             plans = [replace(p, verification=p.verify(vals)) for p in plans]

@@ -44,24 +44,24 @@ def as_system(system: Any):
 def as_int_tuple(value: Any, what: str) -> tuple[int, ...]:
     """``"4,16"``, ``4`` or ``(4, 16)`` -> ``(4, 16)``; errors name ``what`` (e.g. ``--axes``)."""
     if isinstance(value, bool):
-        raise ModelError(f"{what} must be integers, got {value!r}")
+        raise ModelError(f"{what} must be integers, got {value!r}", param=what)
     if isinstance(value, int):
         return (value,)
     if isinstance(value, str):
         try:
             out = tuple(int(x) for x in value.replace(" ", "").split(",") if x != "")
         except ValueError:
-            raise ModelError(f"{what} must be comma-separated integers, got {value!r}") from None
+            raise ModelError(f"{what} must be comma-separated integers, got {value!r}", param=what) from None
     else:
         try:
             items = list(value)
         except TypeError:
-            raise ModelError(f"{what} must be integers like 4,16, got {value!r}") from None
+            raise ModelError(f"{what} must be integers like 4,16, got {value!r}", param=what) from None
         if not all(isinstance(x, int) and not isinstance(x, bool) for x in items):
-            raise ModelError(f"{what} must be integers, got {value!r}")
+            raise ModelError(f"{what} must be integers, got {value!r}", param=what)
         out = tuple(items)
     if not out:
-        raise ModelError(f"{what} is empty")
+        raise ModelError(f"{what} is empty", param=what)
     return out
 
 
@@ -69,7 +69,7 @@ def as_int_tuple(value: Any, what: str) -> tuple[int, ...]:
 MAX_SECONDS = 7 * 24 * 3600
 
 
-def as_seconds(value: Any, what: str = "--timeout") -> float:
+def as_seconds(value: Any, what: str = "timeout") -> float:
     """A time limit: a positive finite number of seconds, at most :data:`MAX_SECONDS` (one week); NaN,
     infinities, zero and negative numbers are errors naming ``what``."""
     import math
@@ -77,21 +77,21 @@ def as_seconds(value: Any, what: str = "--timeout") -> float:
     try:
         seconds = float(value)
     except (TypeError, ValueError, OverflowError):
-        raise ModelError(f"{what} must be a number of seconds like 60 or 2.5, got {quote(value)}") from None
+        raise ModelError(f"{what} must be a number of seconds like 60 or 2.5, got {quote(value)}", param=what) from None
     if isinstance(value, bool) or not math.isfinite(seconds) or seconds <= 0:
-        raise ModelError(f"{what} must be a positive number of seconds like 60 or 2.5, got {quote(value)}")
+        raise ModelError(f"{what} must be a positive number of seconds like 60 or 2.5, got {quote(value)}", param=what)
     if seconds > MAX_SECONDS:
         raise ModelError(f"{what} {quote(value)} is more than a week ({MAX_SECONDS:,} s), the longest limit "
-                         "meshplan accepts")
+                         "meshplan accepts", param=what)
     return seconds
 
 
-def as_bytes(value: Any, what: str = "--bytes") -> int:
+def as_bytes(value: Any, what: str = "bytes") -> int:
     """A positive byte count: an integer or a size like ``4096``, ``64MiB``, ``1GiB`` or ``2GB``."""
     from meshplan.models.core.units import parse_bytes
 
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ModelError(f"{what} must be a size like 64MiB or a number of bytes, got {value!r}")
+        raise ModelError(f"{what} must be a size like 64MiB or a number of bytes, got {value!r}", param=what)
     return parse_bytes(value)
 
 
@@ -123,7 +123,7 @@ def choose_placement(system, axes: Sequence[int], matrix: Any = None):
                      f"with matrix: {listed}", param="matrix")
 
 
-def as_params(value: Any, what: str = "--params", *, minimum: int = 1) -> dict[str, int]:
+def as_params(value: Any, what: str = "params", *, minimum: int = 1) -> dict[str, int]:
     """Sizes like ``"N=4096,S=65536,p=16"`` or a mapping -> ``{"N": 4096, "S": 65536, "p": 16}``; values
     below ``minimum`` (1 for sizes, 0 for parameter values such as a loop count) are rejected."""
     if value is None:
@@ -137,25 +137,25 @@ def as_params(value: Any, what: str = "--params", *, minimum: int = 1) -> dict[s
                 continue
             name, eq, v = part.partition("=")
             if not eq or not name.isidentifier():
-                raise ModelError(f"{what} entry {part!r} is not NAME=INTEGER (e.g. {what} N=4096,S=65536)")
+                raise ModelError(f"{what} entry {part!r} is not NAME=INTEGER (e.g. {what} N=4096,S=65536)", param=what)
             try:
                 items.append((name, int(v)))
             except ValueError:
-                raise ModelError(f"{what} {name}={v!r}: the value must be an integer") from None
+                raise ModelError(f"{what} {name}={v!r}: the value must be an integer", param=what) from None
     out: dict[str, int] = {}
     for name, v in items:
         if not isinstance(name, str) or not name.isidentifier():
-            raise ModelError(f"{what} names must be identifiers, got {name!r}")
+            raise ModelError(f"{what} names must be identifiers, got {name!r}", param=what)
         if isinstance(v, bool) or not isinstance(v, int):
-            raise ModelError(f"{what} {name}={v!r}: the value must be an integer")
+            raise ModelError(f"{what} {name}={v!r}: the value must be an integer", param=what)
         if v < minimum:
             raise ModelError(f"{what} {name}={v}: " + ("sizes must be positive" if minimum > 0
-                                                       else "values must be non-negative"))
+                                                       else "values must be non-negative"), param=what)
         if v > 2**62:
             raise ModelError(f"{what} {name}={quote(v)}: more than 2**62, beyond the 64-bit integers of the "
-                             "solvers; give a smaller value")
+                             "solvers; give a smaller value", param=what)
         if name in out:
-            raise ModelError(f"{what} gives {name} twice")
+            raise ModelError(f"{what} gives {name} twice", param=what)
         out[name] = v
     return out
 

@@ -55,7 +55,7 @@ class PlacementPlan(Result):
             for chunk in self.iter_json(programs=programs):
                 fp.write(chunk.encode())
 
-        return write_output(path, write, what="--export file")
+        return write_output(path, write, what="schedule file")
 
     def iter_json(self, *, programs: Any = "plan", indent: int | None = None):
         """The schedule document as text chunks, one placement at a time (see :func:`write_schedule`)."""

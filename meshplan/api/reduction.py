@@ -37,8 +37,8 @@ def synthesize(system: Any, axes: Any = None, reduce: Any = None, *, matrix: Any
         if axes is None or reduce is None:
             raise ModelError("synthesize needs a synthesis hierarchy, or a system with axes and reduce")
         sysv = as_system(system)
-        axes_t = as_int_tuple(axes, "--axes")
-        h = synthesis_hierarchy(choose_placement(sysv, axes_t, matrix), as_int_tuple(reduce, "--reduce"))
+        axes_t = as_int_tuple(axes, "axes")
+        h = synthesis_hierarchy(choose_placement(sysv, axes_t, matrix), as_int_tuple(reduce, "reduce"))
     return _synthesize(h, max_size=max_size, dialect=dsl)
 
 

@@ -134,13 +134,13 @@ def run_programs(schedule: Any, *, placement: Any = None, program: Any = None, s
     check_repeats(repeats)
     dtype = as_dtype(dtype, allowed=RUNNABLE).numpy  # the numpy spelling, as the JSON has it
     nbytes = as_bytes(bytes)
-    timeout = as_seconds(timeout, "--timeout")
+    timeout = as_seconds(timeout, "timeout")
     chosen = sched.select(placement, program)
     if not chosen:
         raise ModelError("no program selected")
     specs = [ProgramSpec(f"{pl.id}.{pr.id}", pr.lowered, pl.reduction_groups) for pl, pr in chosen]
-    check_memory(2 * nbytes * np_, f"a run with --bytes {bytes} on {np_} ranks (each holds its buffer and its "
-                 "result)", "use a smaller --bytes")
+    check_memory(2 * nbytes * np_, f"a run with bytes={bytes} on {np_} ranks (each holds its buffer and its "
+                 "result)", "use smaller bytes")
     runs = _run(specs, np=np_, nbytes=nbytes, repeats=repeats, dtype=dtype, timeout_s=timeout, progress=progress)
     rows = []
     for (pl, pr), r in zip(chosen, runs):

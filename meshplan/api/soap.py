@@ -136,8 +136,8 @@ def schedule_json(program, doc: dict, values: dict[str, int]) -> dict:
 
     missing = [p for p in program.params if p not in values] + ([] if "S" in values else ["S"])
     if missing:
-        raise ModelError(f"--schedule replays concrete sizes: give {', '.join(missing)} in --params "
-                         "(small ones, e.g. N=64,S=1024)")
+        raise ModelError(f"schedule replays concrete sizes: give {', '.join(missing)} in params "
+                         "(small ones, e.g. N=64,S=1024)", param=("schedule", "params"))
     v = doc["values"]
     lower = max(v["bound"], v["bound_numeric"])
     dom = [sg for sg in doc["subgraphs"] if tuple(sg["arrays"]) == tuple(doc["dominant_subgraph"])]
@@ -192,12 +192,12 @@ def analyze_bounds(source: Any, *, function: str | None = None, params: Any = No
 
     programs = load_programs(source, function=function)
     values = as_params(params)
-    time_limit_s = as_seconds(time_limit_s, "--time-limit")
+    time_limit_s = as_seconds(time_limit_s, "time_limit_s")
     known = {p for prog in programs for p in prog.params} | {"S", "p"}
     unknown = sorted(set(values) - known)
     if unknown:
-        raise ModelError(f"--params names {unknown[0]!r}, which is not a parameter of the program "
-                         f"(parameters: {', '.join(sorted(known))})")
+        raise ModelError(f"params names {unknown[0]!r}, which is not a parameter of the program "
+                         f"(parameters: {', '.join(sorted(known))})", param="params")
     reports = []
     say = progress or (lambda done, total, what="": None)
     for i, prog in enumerate(programs):
@@ -212,7 +212,7 @@ def analyze_bounds(source: Any, *, function: str | None = None, params: Any = No
         if strict:
             bad = [f for f in res.findings if f.status != "ok"]
             if bad:
-                raise SoapViolation(bad[0].message + " (--strict forbids projections)",
+                raise SoapViolation(bad[0].message + " (strict forbids projections)",
                                     condition=bad[0].condition, statement=bad[0].statement)
         say(i, len(programs), f"{prog.name}: evaluating" + (", CP-SAT tiles" if tiles and values else ""))
         doc = report_json(res, values, tiles=tiles, time_limit_s=time_limit_s)

@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 #: API parameters whose CLI flag is not ``--`` + the parameter's name (the verb's dest)
-PARAM_FLAGS = {"p": "--np", "values": "--params", "programs": "--top-programs", "bytes": "--bytes"}
+PARAM_FLAGS = {"p": "--np", "programs": "--top-programs", "path": "--png", "schedule": "--schedule"}
 
 
 def _flags(parser: argparse.ArgumentParser, args) -> dict[str, str]:

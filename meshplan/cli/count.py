@@ -45,7 +45,7 @@ def run(args) -> int:
     from meshplan.api.counting import count_iterations
 
     res = count_iterations(args.file, function=args.function, procs=args.procs, rank=args.rank,
-                           bounds=args.bounds or None, values=args.params or None, verify=args.verify)
+                           bounds=args.bounds or None, params=args.params or None, verify=args.verify)
     plans = res if isinstance(res, list) else [res]
     reports = [p.to_json() for p in plans]
     ok = all(p.verification is None or p.verification.ok for p in plans)

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from meshplan.cli.common import (add_common_flags, add_np_flag, add_repeats_flag, console, parse_baselines,
-                                 print_run_report)
+from meshplan.cli.common import add_common_flags, add_np_flag, add_repeats_flag, console, print_run_report
 from meshplan.models.core.errors import ModelError
 
 __all__ = ["register", "run"]
@@ -55,52 +54,21 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from meshplan.models.factorization.problem import parse_grid
-    from meshplan.solvers.factorization.plan import plan_factorization
+    """Parse → :mod:`meshplan.api.factorization` → print (the API validates every value)."""
+    from meshplan.api.factorization import check_run_options, plan_factorization, run_factorization
 
-    if args.N < 1:
-        raise ModelError(f"N must be a positive matrix order, got {args.N}")
-    if args.np < 1:
-        raise ModelError(f"--np must be at least 1, got {args.np}")
-    if args.block is not None and args.block < 1:
-        raise ModelError(f"--block must be a positive block size, got {args.block}")
-    if args.repeats < 0:
-        raise ModelError(f"--repeats must be at least 0, got {args.repeats}")
-    baselines = parse_baselines(args.baseline, ("2d", "scalapack"))
-    _check_sizes(args)
-    grid = parse_grid(args.grid) if args.grid else None
-    plan = plan_factorization(args.kind, args.N, args.np, memory=args.memory, block=args.block, grid=grid)
+    text = args.baseline.strip()
+    baselines = [] if text in ("", "none") else [b.strip() for b in text.split(",")]
+    sizes = dict(memory=args.memory, block=args.block, grid=args.grid)
     if args.run:
-        from meshplan.exec.factorization.driver import run_factorization
-        from meshplan.exec.runtime.launch import check_np
-
-        check_np(args.np)
-        rep = run_factorization(args.kind, args.N, args.np, block=args.block, baselines=baselines,
-                                repeats=args.repeats, seed=args.seed, input_path=args.input,
-                                pmpi=not args.no_pmpi, plan=plan).to_json()
+        plan = run_factorization(args.kind, args.N, args.np, **sizes, baselines=baselines, repeats=args.repeats,
+                                 seed=args.seed, input=args.input, pmpi=not args.no_pmpi)
     else:
-        from meshplan.exec.factorization.driver import plan_report
-
         if args.input is not None:
             raise ModelError("--input needs --run (a plan does not read the matrix)")
-        rep = plan_report(plan, block=args.block)
-    return print_run_report(args, rep, _print)
-
-
-def _check_sizes(args) -> None:
-    """Size guards before any planning or launch: N³ must fit the planner's 64-bit integers, a run in this
-    machine's memory."""
-    from meshplan.models.core.limits import check_limit, check_memory
-
-    if args.N**3 > 2**62:
-        raise ModelError(f"N = {args.N:,}: N³ is more than 2**62, beyond the planner's 64-bit integers; give a "
-                         "smaller N")
-    if args.memory is not None and args.memory > 2**62:
-        raise ModelError("--memory is more than 2**62 words; leave it out for unlimited memory")
-    check_limit("devices", args.np, "--np")
-    if args.run:
-        check_memory(2 * args.N * args.N * 8, f"factoring N = {args.N:,} (the matrix and its factors)",
-                     "give a smaller N")
+        check_run_options(baselines, args.repeats, args.seed)  # the run flags are refused alike without --run
+        plan = plan_factorization(args.kind, args.N, args.np, **sizes)
+    return print_run_report(args, plan.to_json(), _print)
 
 
 def _fmt(x) -> str:

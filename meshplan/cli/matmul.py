@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 
-from meshplan.cli.common import (add_common_flags, add_dtype_flag, add_np_flag, add_repeats_flag, console,
+from meshplan.cli.common import (add_common_flags, add_np_flag, add_repeats_flag, console, np_limit,
                                  parse_baselines, print_run_report)
-from meshplan.models.core.errors import ModelError
+from meshplan.models.core.dtypes import FLOAT
 
-__all__ = ["register", "run", "report"]
+__all__ = ["register", "run"]
 
 EXAMPLES = """\
 examples:
@@ -34,15 +34,16 @@ def register(subparsers) -> None:
                     "ranks with CP-SAT (thesis ch. 3, COSMA), and optionally run it on MPI next to 2-D SUMMA "
                     "and ScaLAPACK's pdgemm.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("M", type=int, help="rows of A and C")
-    p.add_argument("N", type=int, help="columns of B and C")
-    p.add_argument("K", type=int, help="columns of A, rows of B")
+    p.add_argument("m", metavar="M", type=int, help="rows of A and C")
+    p.add_argument("n", metavar="N", type=int, help="columns of B and C")
+    p.add_argument("k", metavar="K", type=int, help="columns of A, rows of B")
     add_np_flag(p, required=True, help="number of MPI ranks")
     p.add_argument("--memory", type=int, default=None, metavar="WORDS",
                    help="memory per rank in words (elements), buffers included; default unlimited")
     p.add_argument("--idle-tolerance", type=float, default=0.03,
                    help="largest fraction of ranks that may stay idle for a better grid (default 0.03)")
-    add_dtype_flag(p, choices=("f64", "f32"), default="f64")
+    p.add_argument("--dtype", default="f64", metavar="T",
+                   help=f"element type: {', '.join(FLOAT)} (or numpy's spelling; default f64)")
     p.add_argument("--run", action="store_true", help="run the plan on MPI, verify and measure it")
     p.add_argument("--baseline", default="summa",
                    help="baselines to run with --run: comma-separated from summa,scalapack; 'none' for none")
@@ -56,58 +57,21 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from meshplan.solvers.matmul.plan import plan_matmul
+    """Parse → :func:`meshplan.api.matmul.plan_matmul` (or ``run_matmul`` with ``--run``) → print; the API
+    checks every value."""
+    from meshplan.api.matmul import BASELINES, plan_matmul, run_matmul
+    from meshplan.models.core.checks import check_repeats
 
-    for name, v in (("M", args.M), ("N", args.N), ("K", args.K)):
-        if v < 1:
-            raise ModelError(f"{name} must be a positive matrix size, got {v}")
-    if args.np < 1:
-        raise ModelError(f"--np must be at least 1, got {args.np}")
-    if args.repeats < 1:
-        raise ModelError(f"--repeats must be at least 1, got {args.repeats}")
-    _check_sizes(args)
-    baselines = parse_baselines(args.baseline, ("summa", "scalapack"))
+    baselines = parse_baselines(args.baseline, BASELINES)
+    size = dict(memory=args.memory, idle_tolerance=args.idle_tolerance, dtype=args.dtype)
     if args.run:
-        from meshplan.exec.runtime.launch import check_np
-
-        check_np(args.np)
-    plan = plan_matmul(args.M, args.N, args.K, args.np, memory=args.memory,
-                       idle_tolerance=args.idle_tolerance, dtype=args.dtype)
-    rep = report(plan)
-    if args.run:
-        from meshplan.exec.matmul.driver import run_matmul
-
-        got = run_matmul(plan, baselines=baselines, repeats=args.repeats, use_pmpi=not args.no_pmpi,
-                         layout=args.layout)
-        rep["run"] = got["run"]
-        for name, res in got["baselines"].items():
-            rep["baselines"].setdefault(name, {}).update(res)
-    return print_run_report(args, rep, _print)
-
-
-def _check_sizes(args) -> None:
-    """Size guards before any planning or launch: the planner's integers are 64-bit, and a run must fit in
-    this machine's memory."""
-    from meshplan.models.core.dtypes import dtype_bytes
-    from meshplan.models.core.limits import check_limit, check_memory
-
-    if args.M * args.N * args.K > 2**62:
-        raise ModelError(f"M·N·K = {args.M * args.N * args.K:.3g} is more than 2**62, beyond the planner's 64-bit "
-                         "integers; give smaller matrices")
-    if args.memory is not None and args.memory > 2**62:
-        raise ModelError("--memory is more than 2**62 words; leave it out for unlimited memory")
-    check_limit("devices", args.np, "--np")
-    if args.run:
-        words = args.M * args.K + args.K * args.N + args.M * args.N
-        check_memory(words * dtype_bytes(args.dtype), f"running {args.M}x{args.N}x{args.K} (A, B and C once)",
-                     "give smaller matrices")
-
-
-def report(plan) -> dict:
-    """The JSON report of a plan (docs/matmul.md): the plan's fields plus empty ``run``."""
-    out = plan.to_json()
-    out["run"] = None
-    return out
+        with np_limit(args):
+            plan = run_matmul(args.m, args.n, args.k, args.np, **size, baselines=baselines, repeats=args.repeats,
+                              pmpi=not args.no_pmpi, layout=args.layout)
+    else:
+        check_repeats(args.repeats)  # refused even when nothing runs
+        plan = plan_matmul(args.m, args.n, args.k, args.np, **size)
+    return print_run_report(args, plan.to_json(), _print)
 
 
 def _fmt(x) -> str:

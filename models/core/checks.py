@@ -22,7 +22,7 @@ def check_ranks(value: Any, what: str = "np") -> int:
 
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ModelError(f"{what} must be a whole number of ranks, at least 1, got {quote(value)}", param=what)
-    check_limit("devices", value, what)
+    check_limit("devices", value, what, param=what)
     return int(value)
 
 
@@ -34,5 +34,5 @@ def check_repeats(value: Any, what: str = "repeats") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ModelError(f"{what} must be a whole number of timed runs, at least 1, got {quote(value)}",
                          param=what)
-    check_limit("repeats", value, what)
+    check_limit("repeats", value, what, param=what)
     return int(value)

@@ -74,14 +74,14 @@ def limit(name: str) -> int:
     return value
 
 
-def check_limit(name: str, count: int, what: str) -> None:
+def check_limit(name: str, count: int, what: str, *, param: str | None = None) -> None:
     """Raise :class:`ModelError` when ``count`` exceeds the limit ``name``; ``what`` names the input
-    (e.g. ``"the program prog.txt"``)."""
+    (e.g. ``"the program prog.txt"``), ``param`` the API parameter it came from, if any."""
     most = limit(name)
     if count > most:
         lim = LIMITS[name]
         raise ModelError(f"{what} has {count:,} {lim.noun}, more than the limit of {most:,}; set "
-                         f"{lim.env}={count} to allow it")
+                         f"{lim.env}={count} to allow it", param=param)
 
 
 def physical_memory() -> int | None:

@@ -70,8 +70,8 @@ class _Run:
         try:
             return f(self.env)
         except KeyError as err:
-            raise ModelError(f"no value for {err.args[0]}: give it with --params "
-                             f"(unknown loop counts u_k need a value to execute)") from None
+            raise ModelError(f"no value for {err.args[0]}: give it in params "
+                             f"(unknown loop counts u_k need a value to execute)", param="params") from None
 
     def block(self, nodes) -> None:
         for nd in nodes:
@@ -100,7 +100,7 @@ class _Run:
         self.steps += 1
         if self.steps > self.max_steps:
             raise ModelError(f"execution stopped after {self.max_steps:,} loop iterations (loop at line {line}); "
-                             "use smaller --params to verify, or raise MESHPLAN_MAX_ITERATIONS")
+                             "use smaller params to verify, or raise MESHPLAN_MAX_ITERATIONS", param="params")
 
 
 def execute(flow: Flow, values: dict, *, max_steps: int = 5_000_000) -> dict[str, int]:
@@ -117,7 +117,7 @@ def execute_ranks(flow: Flow, values: dict, *, procs: str = "p", max_steps: int 
         counts = execute(flow, values, max_steps=max_steps)
         return counts, sum(counts.values())
     if procs not in values:
-        raise ModelError(f"explicitly parallel code (rank variable {flow.rank}) needs {procs} in --params")
+        raise ModelError(f"explicitly parallel code (rank variable {flow.rank}) needs {procs} in params", param="params")
     best: dict[str, int] = {}
     total = 0
     for r in range(int(values[procs])):

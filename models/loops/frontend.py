@@ -332,23 +332,23 @@ def parse_einsum(spec: str, *, name: str = "einsum") -> Program:
         raise ParseError(f"einsum {spec!r}: ellipsis '...' is not supported; name every index")
     m = _EINSUM.match(spec)
     if not m:
-        raise ParseError(f"einsum {spec!r} is malformed; expected e.g. 'ij,jk->ik'", source="--einsum")
+        raise ParseError(f"einsum {spec!r} is malformed; expected e.g. 'ij,jk->ik'", source="einsum")
     ins = [s.strip() for s in m.group(1).split(",")]
     if any(s == "" for s in ins):
-        raise ParseError(f"einsum {spec!r} has an empty operand", source="--einsum")
+        raise ParseError(f"einsum {spec!r} has an empty operand", source="einsum")
     if len(ins) > 20:
-        raise ParseError(f"einsum {spec!r} has more than 20 operands", source="--einsum")
+        raise ParseError(f"einsum {spec!r} has more than 20 operands", source="einsum")
     letters = "".join(ins)
     if m.group(2) is None:
         out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
     else:
         out = m.group(2)
     if len(set(out)) != len(out):
-        raise ParseError(f"einsum {spec!r}: output index repeated", source="--einsum")
+        raise ParseError(f"einsum {spec!r}: output index repeated", source="einsum")
     missing = set(out) - set(letters)
     if missing:
         raise ParseError(f"einsum {spec!r}: output index {sorted(missing)[0]!r} appears in no operand",
-                         source="--einsum")
+                         source="einsum")
     order: list[str] = []
     for c in out + letters:
         if c not in order:

@@ -20,16 +20,19 @@ larger parts first.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
-from meshplan.models.core.dtypes import DTYPE_BYTES
-from meshplan.models.core.errors import ModelError
+from meshplan.models.core.checks import check_ranks
+from meshplan.models.core.dtypes import FLOAT, as_dtype
+from meshplan.models.core.errors import ModelError, quote
+from meshplan.models.core.values import Value, value
 
-__all__ = ["MatmulError", "MatmulProblem", "Grid", "split", "part", "DTYPES", "RankBlocks", "rank_blocks",
-           "BlockCyclic"]
+__all__ = ["MatmulError", "MatmulProblem", "Grid", "split", "part", "RankBlocks", "rank_blocks", "BlockCyclic",
+           "SIZE_LIMIT"]
 
-#: the element types a distributed matmul runs in (floating point), with their size in bytes
-DTYPES: dict[str, int] = {name: DTYPE_BYTES[name] for name in ("f64", "f32")}
+#: the largest m·n·k (and memory) the planner takes: its integers are 64-bit
+SIZE_LIMIT = 2**62
 
 
 class MatmulError(ModelError):
@@ -60,18 +63,28 @@ def part(n: int, parts: int, q: int, *, larger_first: bool = True) -> tuple[int,
     return start, start + base + (1 if q >= small else 0)
 
 
-def _positive(name: str, v: object) -> int:
+def _whole(v: object) -> object:
+    """``v`` as a Python int when it is an integer of any kind (numpy's too), else unchanged."""
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        return v
+    return operator.index(v)
+
+
+def _positive(name: str, v: object, what: str | None = None) -> int:
+    v = _whole(v)
     if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-        raise MatmulError(f"{name} must be a positive integer, got {v!r}")
+        raise MatmulError(f"{what or name} must be a positive integer, got {quote(v)}", param=name)
     return v
 
 
-@dataclass(frozen=True, slots=True)
-class MatmulProblem:
-    """C = A·B with A m×k, B k×n on ``p`` ranks of ``memory`` words each (section 3.6).
+@value
+class MatmulProblem(Value):
+    """C = A·B with A m×k, B k×n on ``p`` ranks of ``memory`` words each (section 3.6), in ``dtype``
+    (``f64`` or ``f32``, either spelling; kept as the short name).
 
     ``memory=None`` means unlimited (plan for the least communication).  A finite memory must hold the
-    matrices collectively: ``p·S ≥ mn + mk + nk`` (assumption of section 3.6)."""
+    matrices collectively: ``p·S ≥ mn + mk + nk`` (assumption of section 3.6).  This is the one place the
+    inputs of a matmul are checked; every error names the parameter."""
 
     m: int
     n: int
@@ -82,22 +95,28 @@ class MatmulProblem:
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k"):
-            _positive(name, getattr(self, name))
-        if not isinstance(self.p, int) or isinstance(self.p, bool) or self.p < 1:
-            raise MatmulError(f"the number of ranks p must be at least 1, got {self.p!r}")
-        if self.dtype not in DTYPES:
-            raise MatmulError(f"unknown dtype {self.dtype!r}; choose one of {', '.join(DTYPES)}")
+            object.__setattr__(self, name, _positive(name, getattr(self, name)))
+        object.__setattr__(self, "p", check_ranks(_whole(self.p), "p"))
+        object.__setattr__(self, "dtype", as_dtype(self.dtype, allowed=FLOAT).short)
+        if self.m * self.n * self.k > SIZE_LIMIT:
+            raise MatmulError(f"m·n·k = {self.m * self.n * self.k:.3g} is more than 2**62, beyond the planner's "
+                              "64-bit integers; give smaller matrices", param=("m", "n", "k"))
         if self.memory is not None:
-            _positive("memory (words per rank)", self.memory)
+            mem = _positive("memory", self.memory, "memory (words per rank)")
+            object.__setattr__(self, "memory", mem)
+            if mem > SIZE_LIMIT:
+                raise MatmulError("memory is more than 2**62 words; leave it out for no limit",
+                                  param="memory")
             need = self.m * self.n + self.m * self.k + self.n * self.k
-            if self.p * self.memory < need:
+            if self.p * mem < need:
                 raise MatmulError(
-                    f"memory too small: {self.p} ranks × {self.memory} words cannot hold A, B and C "
-                    f"({need} words); give --memory ≥ {-(-need // self.p)} or use more ranks")
+                    f"memory too small: {self.p} ranks × {mem} words cannot hold A, B and C "
+                    f"({need} words); give memory ≥ {-(-need // self.p)} or use more ranks (p)",
+                    param=("memory", "p"))
 
     @property
     def itemsize(self) -> int:
-        return DTYPES[self.dtype]
+        return as_dtype(self.dtype).itemsize
 
     @property
     def flops(self) -> int:
@@ -108,9 +127,10 @@ class MatmulProblem:
         return f"{self.m}x{self.n}x{self.k} on {self.p} ranks, S={mem} words, {self.dtype}"
 
 
-@dataclass(frozen=True, slots=True)
-class Grid:
-    """A processor grid ``[pm, pn, pk]`` (section 3.6.1); its ``used`` ranks are ``pm·pn·pk``."""
+@value
+class Grid(Value):
+    """A processor grid ``[pm, pn, pk]`` (section 3.6.1); its ``used`` ranks are ``pm·pn·pk``.  Its JSON is
+    the list ``[pm, pn, pk]``."""
 
     pm: int
     pn: int
@@ -118,7 +138,7 @@ class Grid:
 
     def __post_init__(self) -> None:
         for name in ("pm", "pn", "pk"):
-            _positive(name, getattr(self, name))
+            object.__setattr__(self, name, _positive(name, getattr(self, name)))
 
     @property
     def used(self) -> int:
@@ -126,6 +146,9 @@ class Grid:
 
     def as_list(self) -> list[int]:
         return [self.pm, self.pn, self.pk]
+
+    def to_json(self) -> list[int]:  # type: ignore[override] - a grid is written as [pm, pn, pk]
+        return self.as_list()
 
     def coords(self, r: int) -> tuple[int, int, int]:
         """Grid coordinates (i, j, l) of used rank ``r``."""
@@ -141,11 +164,12 @@ class Grid:
     def check_fits(self, prob: MatmulProblem) -> None:
         """Every rank of the grid gets a non-empty local domain and the grid fits in ``p`` ranks."""
         if self.used > prob.p:
-            raise MatmulError(f"grid {self} needs {self.used} ranks but only {prob.p} are available")
+            raise MatmulError(f"grid {self} needs {self.used} ranks but only {prob.p} are available",
+                              param="grid")
         for dim, parts, size in (("m", self.pm, prob.m), ("n", self.pn, prob.n), ("k", self.pk, prob.k)):
             if parts > size:
                 raise MatmulError(f"grid {self} cuts {dim}={size} into {parts} parts: some ranks would have "
-                                  f"an empty local domain; use at most {size} parts along {dim}")
+                                  f"an empty local domain; use at most {size} parts along {dim}", param="grid")
 
     def __str__(self) -> str:
         return f"[{self.pm},{self.pn},{self.pk}]"

@@ -72,12 +72,12 @@ class PlacementConstraints:
         for text in pins:
             m = re.fullmatch(r"\s*(\d+):([A-Za-z0-9_\-]+)=(\d+)\s*", text)
             if not m:
-                raise ModelError(f"bad --pin {text!r}; write AXIS:LEVEL=FACTOR, e.g. 0:node=2")
+                raise ModelError(f"bad pin {text!r}; write AXIS:LEVEL=FACTOR, e.g. 0:node=2", param="pin")
             ps.append((int(m.group(1)), level(m.group(2)), int(m.group(3))))
         ins = []
         for text in inside:
             m = re.fullmatch(r"\s*(\d+):([A-Za-z0-9_\-]+)\s*", text)
             if not m:
-                raise ModelError(f"bad --inside {text!r}; write AXIS:LEVEL, e.g. 1:gpu")
+                raise ModelError(f"bad inside {text!r}; write AXIS:LEVEL, e.g. 1:gpu", param="inside")
             ins.append((int(m.group(1)), level(m.group(2))))
         return cls(tuple(ps), tuple(ins))

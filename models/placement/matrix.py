@@ -28,7 +28,7 @@ def check_axes(system: System, axes: Sequence[int]) -> tuple[int, ...]:
     """The axes as a tuple, validated against the system (equation 2: their product is the device count)."""
     axes = tuple(axes)
     if not axes:
-        raise ModelError("give at least one parallelism axis, e.g. --axes 4,16")
+        raise ModelError("give at least one parallelism axis in axes, e.g. 4,16", param="axes")
     for a in axes:
         if not isinstance(a, int) or isinstance(a, bool) or a < 1:
             raise ModelError(f"axis sizes must be positive integers, got {a!r}")
@@ -42,7 +42,7 @@ def check_reduce(axes: Sequence[int], reduce: Iterable[int]) -> tuple[int, ...]:
     """The reduction axes, sorted and deduplicated, validated against the axes."""
     red = tuple(sorted(set(reduce)))
     if not red:
-        raise ModelError("give at least one reduction axis, e.g. --reduce 0")
+        raise ModelError("give at least one reduction axis in reduce, e.g. 0", param="reduce")
     for r in red:
         if not 0 <= r < len(axes):
             raise ModelError(f"reduction axis {r} out of range: there are {len(axes)} axes (0..{len(axes) - 1})")

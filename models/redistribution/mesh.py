@@ -66,7 +66,8 @@ class Mesh:
         for n, k in self.axes:
             if n == name:
                 return k
-        raise ModelError(f"axis {name!r} is not in the mesh {self}; add it with --mesh {self.cli()},{name}=N")
+        raise ModelError(f"axis {name!r} is not in the mesh {self}; add it to the mesh: {self.cli()},{name}=N",
+                         param="mesh")
 
     def index(self, name: str) -> int:
         """The position of axis ``name``; raises :class:`ModelError` when the mesh has no such axis."""

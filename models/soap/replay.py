@@ -89,7 +89,7 @@ def _numeric(expr: sp.Expr, env: dict[str, np.ndarray | int], n: int) -> np.ndar
     names = sorted(str(s) for s in expr.free_symbols)
     missing = [x for x in names if x not in env]
     if missing:
-        raise ModelError(f"give a value for {missing[0]} in --params to replay the schedule")
+        raise ModelError(f"give a value for {missing[0]} in params to replay the schedule", param="params")
     if not names:
         return np.full(n, int(expr), dtype=np.int64)
     f = sp.lambdify([sp.Symbol(x, integer=True) for x in names], expr, modules="numpy")
@@ -135,7 +135,7 @@ def build_trace(program: Program, values: dict[str, int], *, limit: int = DEFAUL
             total_here = total + m
             if total_here > limit * 4:
                 raise ModelError(f"replaying {program.name} at these sizes needs more than {limit} statement "
-                                 "instances; give smaller sizes in --params (e.g. N=64, S=1024)")
+                                 "instances; give smaller sizes in params (e.g. N=64, S=1024)", param="params")
             rep = np.repeat(np.arange(n), cnt)
             start = np.repeat(np.cumsum(cnt) - cnt, cnt)
             cols = {k: c[rep] for k, c in cols.items()}
@@ -144,7 +144,7 @@ def build_trace(program: Program, values: dict[str, int], *, limit: int = DEFAUL
         total += n
         if total > limit:
             raise ModelError(f"replaying {program.name} at these sizes needs {total}+ statement instances "
-                             f"(limit {limit}); give smaller sizes in --params (e.g. N=64, S=1024)")
+                             f"(limit {limit}); give smaller sizes in params (e.g. N=64, S=1024)", param="params")
         key = np.zeros((n, 2 * depth + 1), dtype=np.int64)
         for d, lp in enumerate(st.loops):
             key[:, 2 * d] = betas[si][d]
@@ -524,7 +524,7 @@ def schedule_report(program: Program, values: dict[str, int], lower_bound: float
     schedule of :func:`best_schedule` at the sizes and ``S`` of ``values``, its exact loads and stores,
     ``lower_bound`` and ``ratio`` = attained / lower bound, and the program's loop order beside it."""
     if "S" not in values:
-        raise ModelError("--schedule needs the fast memory S in --params (e.g. N=64,S=1024)")
+        raise ModelError("schedule needs the fast memory S in params (e.g. N=64,S=1024)", param=("schedule", "params"))
     res = best_schedule(program, values, int(values["S"]), classes, tile, limit=limit)
     b = res.best
 

@@ -90,8 +90,8 @@ class CountResult:
         most = limit("iterations")
         hi = self.evaluate(self.total.hi, values)
         if isinstance(hi, (int, float)) and hi > most:
-            raise ModelError(f"--verify would execute {hi:,} statement instances, more than the limit of {most:,}; "
-                             f"use smaller --params or set MESHPLAN_MAX_ITERATIONS={int(hi)}")
+            raise ModelError(f"verify would execute {hi:,} statement instances, more than the limit of {most:,}; "
+                             f"use smaller params or set MESHPLAN_MAX_ITERATIONS={int(hi)}", param=("verify", "params"))
         counts, total = execute_ranks(self.flow, values, procs=self.p.name, max_steps=most)
         rows, ok = [], True
         for st in self.statements:
@@ -200,11 +200,11 @@ def parse_bounds(text: str) -> dict[str, tuple[sp.Expr, sp.Expr]]:
         name, eq, rng = part.partition("=")
         lo, dots, hi = rng.partition("..")
         if not eq or not dots or not name.isidentifier() or not lo or not hi:
-            raise ModelError(f"--bounds entry {part!r} is not NAME=LO..HI (e.g. --bounds u1=0..100)")
+            raise ModelError(f"bounds entry {part!r} is not NAME=LO..HI (e.g. u1=0..100)", param="bounds")
         try:
             lo_e, hi_e = (sp.sympify(x, locals={"n": param_symbol("n")}) for x in (lo, hi))
         except (sp.SympifyError, SyntaxError, TypeError) as err:
-            raise ModelError(f"--bounds {name}: cannot read {rng!r} as LO..HI") from err
+            raise ModelError(f"bounds {name}: cannot read {rng!r} as LO..HI", param="bounds") from err
         rep = {s: param_symbol(s.name) for e in (lo_e, hi_e) for s in e.free_symbols}
         out[name] = (lo_e.xreplace(rep), hi_e.xreplace(rep))
     return out
@@ -249,8 +249,8 @@ def _analyze(flow: Flow, procs: str, bounds: dict) -> CountResult:
     exact = exact and total.value is not None
     unknown = {u for u in bounds if u not in raw.opaque and u not in flow.unknowns}
     if unknown:
-        raise ModelError(f"--bounds names {sorted(unknown)[0]}, which is not an unknown loop count of "
-                         f"{flow.name} (unknowns: {', '.join(raw.opaque) or 'none'})")
+        raise ModelError(f"bounds names {sorted(unknown)[0]}, which is not an unknown loop count of "
+                         f"{flow.name} (unknowns: {', '.join(raw.opaque) or 'none'})", param="bounds")
     return CountResult(flow, tuple(stmts), total, exact, p, tuple(notes), dict(bounds))
 
 

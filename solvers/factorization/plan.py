@@ -9,25 +9,26 @@ feasible when every grid row and column owns a block and its footprint
 candidates the plan minimizes the modeled words per rank (the exact step sum), then — the thesis's
 tie-breaks (section 4.8: depth in the third dimension costs latency and smaller local BLAS calls;
 section 4.7.2: ``v = a·c`` for a small constant ``a``, at least a vector-friendly size) — fewer layers
-``Pz``, the squarer 2-D grid, the smaller block (better balance of the block-cyclic layout).  The winner is re-checked by :func:`check_plan`, which recomputes everything from the
+``Pz``, the squarer 2-D grid, the smaller block (better balance of the block-cyclic layout).  The winner is re-checked by :func:`check_schedule`, which recomputes everything from the
 models alone.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import lru_cache
 
-from meshplan.models.core.errors import Infeasible
+from meshplan.models.core.errors import Infeasible, VerificationError
+from meshplan.models.core.values import Value, value
 from meshplan.models.factorization.cost import (Cost, factor_cost, lower_bound, lu2d_cost, confchox_cost,
                                                 memory_words)
 from meshplan.models.factorization.problem import FactorGrid, FactorModelError, FactorProblem
 
-__all__ = ["FactorPlan", "MIN_BLOCK", "MAX_A", "block_candidates", "grids", "plan_factorization", "plan_2d",
-           "check_plan", "search"]
+__all__ = ["FactorSchedule", "NoGrid", "MIN_BLOCK", "MAX_A", "block_candidates", "grids", "schedule_factorization",
+           "plan_2d", "two_d_words", "check_schedule", "search"]
 
-#: the smallest block size the search proposes on its own (a vector-friendly size; --block overrides)
+#: the smallest block size the search proposes on its own (a vector-friendly size; a block pin overrides)
 MIN_BLOCK = 16
-#: the largest ``a`` of section 4.7.2's ``v = a·max(c, MIN_BLOCK)`` the search proposes (--block overrides)
+#: the largest ``a`` of section 4.7.2's ``v = a·max(c, MIN_BLOCK)`` the search proposes (a block pin overrides)
 MAX_A = 8
 
 
@@ -37,9 +38,10 @@ class NoGrid(Infeasible):
     exit_code = 2
 
 
-@dataclass(frozen=True, slots=True)
-class FactorPlan:
-    """A chosen grid and block with its modeled words, footprint, lower bound and explanation."""
+@value
+class FactorSchedule(Value):
+    """A chosen grid and block (``grid.v``) with its modeled words (``cost``), footprint (``memory_words``),
+    the section 4.6 lower bound, how many candidates were feasible and the explanation of the choice."""
 
     problem: FactorProblem
     grid: FactorGrid
@@ -50,16 +52,12 @@ class FactorPlan:
     explanation: tuple[str, ...]
 
     @property
+    def block(self) -> int:
+        return self.grid.v
+
+    @property
     def model_words_per_rank(self) -> float:
         return self.cost.per_rank
-
-    def to_json(self) -> dict:
-        g = self.grid
-        return {"kind": self.problem.kind, "N": self.problem.N, "p": self.problem.p,
-                "memory": self.problem.S, "grid": [g.Px, g.Py, g.Pz], "block": g.v,
-                "model_words_per_rank": self.cost.per_rank, "model_phases": self.cost.to_json()["phases"],
-                "memory_words_per_rank": self.memory_words, "lower_bound_words": self.lower_bound_words,
-                "candidates": self.candidates, "explanation": list(self.explanation)}
 
 
 def grids(p: int) -> list[tuple[int, int, int]]:
@@ -81,19 +79,19 @@ def block_candidates(N: int, Pz: int) -> list[int]:
     return out or ([N] if N >= Pz else [])
 
 
-def _key(problem: FactorProblem, grid: FactorGrid, cost: Cost):
+def _key(grid: FactorGrid, cost: Cost):
     return (round(cost.per_rank, 6), grid.Pz, abs(grid.Px - grid.Py), grid.v, -grid.Px)
 
 
-def search(problem: FactorProblem, *, block: int | None = None, grid: tuple[int, int, int] | None = None,
-           layers: int | None = None):
-    """All feasible ``(key, grid, cost, memory)`` candidates, best first, and the reasons others failed."""
-    shapes = [grid] if grid is not None else grids(problem.p)
+def search(problem: FactorProblem, *, layers: int | None = None):
+    """All feasible ``(key, grid, cost, memory)`` candidates, best first, and the reasons others failed
+    (the problem's ``grid`` / ``block`` pins restrict the candidates)."""
+    shapes = [problem.grid] if problem.grid is not None else grids(problem.p)
     if layers is not None:
         shapes = [s for s in shapes if s[2] == layers]
     found, rejected = [], {}
     for Px, Py, Pz in shapes:
-        for v in ([block] if block is not None else block_candidates(problem.N, Pz)):
+        for v in ([problem.block] if problem.block is not None else block_candidates(problem.N, Pz)):
             try:
                 g = FactorGrid(Px, Py, Pz, v)
                 g.check(problem)
@@ -105,28 +103,28 @@ def search(problem: FactorProblem, *, block: int | None = None, grid: tuple[int,
                 rejected.setdefault("memory", f"grid {g} needs {mem} words per rank > S = {problem.S}")
                 continue
             cost = factor_cost(problem, g)
-            found.append((_key(problem, g, cost), g, cost, mem))
+            found.append((_key(g, cost), g, cost, mem))
     found.sort(key=lambda c: c[0])
     return found, rejected
 
 
-def plan_factorization(kind: str, N: int, p: int, *, memory: int | None = None, block: int | None = None,
-                       grid: tuple[int, int, int] | None = None, dtype: str = "float64") -> FactorPlan:
-    """The best grid and block for factoring an ``N × N`` matrix on ``p`` ranks (see module docstring).
+@lru_cache(maxsize=128)
+def schedule_factorization(problem: FactorProblem) -> FactorSchedule:
+    """The best grid and block for the problem (see the module docstring); pure and cached.
 
-    ``grid`` / ``block`` pin the grid or the block size; ``memory`` is ``S`` in words per rank
-    (``None``: unbounded; the lower bound then uses the plan's own footprint as ``S``)."""
-    problem = FactorProblem(kind, int(N), int(p), None if memory is None else int(memory), dtype)
-    if grid is not None:
-        FactorGrid(*grid, v=block if block is not None else max(grid[2], 1))  # validates v ≥ Pz early
-    found, rejected = search(problem, block=block, grid=grid)
+    ``problem.grid`` / ``problem.block`` pin the grid or the block size; ``problem.S`` is the memory in
+    words per rank (``None``: unbounded; the lower bound then uses the schedule's own footprint as ``S``).
+    :class:`NoGrid` when nothing fits."""
+    found, rejected = search(problem)
+    N, p, S0 = problem.N, problem.p, problem.S
     if not found:
         why = "; ".join(rejected.values()) or "no candidate"
         raise NoGrid(f"no grid and block size fit N = {N} on p = {p} ranks"
-                     f"{'' if memory is None else f' with S = {memory} words'}: {why}")
-    key, g, cost, mem = found[0]
-    S = problem.S if problem.S is not None else mem
-    lines = [f"searched {len(found)} feasible (grid, block) candidates of {len(grids(p)) if grid is None else 1} "
+                     f"{'' if S0 is None else f' with S = {S0} words'}: {why}")
+    _key0, g, cost, mem = found[0]
+    S = S0 if S0 is not None else mem
+    shapes = len(grids(p)) if problem.grid is None else 1
+    lines = [f"searched {len(found)} feasible (grid, block) candidates of {shapes} "
              f"grid shapes; minimized modeled words per rank, then fewer layers, squarer grid, smaller block",
              f"chosen {g}: {cost.per_rank:,.0f} words per rank, footprint {mem:,} words"]
     for _k2, g2, c2, m2 in found[1:4]:
@@ -134,25 +132,26 @@ def plan_factorization(kind: str, N: int, p: int, *, memory: int | None = None, 
         lines.append(f"next {g2}: {c2.per_rank:,.0f} words per rank{rel}, footprint {m2:,} words")
     for why in rejected.values():
         lines.append(f"rejected: {why}")
-    plan = FactorPlan(problem, g, cost, mem, lower_bound(problem, S), len(found), tuple(lines))
-    check_plan(plan)
-    return plan
+    schedule = FactorSchedule(problem, g, cost, mem, lower_bound(problem, S), len(found), tuple(lines))
+    check_schedule(schedule)
+    return schedule
 
 
-def plan_2d(problem: FactorProblem, *, block: int | None = None) -> tuple[FactorGrid, Cost]:
-    """The best one-layer grid for the 2-D baseline of the problem's kind and its modeled words."""
+def plan_2d(problem: FactorProblem) -> tuple[FactorGrid, Cost]:
+    """The best one-layer grid for the 2-D baseline of the problem's kind and its modeled words (the
+    problem's block pin, if any, is kept; its grid pin is not: the baseline has its own grid)."""
     best = None
     for Px, Py, Pz in grids(problem.p):
         if Pz != 1:
             continue
-        for v in ([block] if block is not None else block_candidates(problem.N, 1)):
+        for v in ([problem.block] if problem.block is not None else block_candidates(problem.N, 1)):
             try:
                 g = FactorGrid(Px, Py, 1, v)
                 g.check(problem)
             except FactorModelError:
                 continue
             cost = lu2d_cost(problem, g) if problem.kind == "lu" else confchox_cost(problem, g)
-            key = _key(problem, g, cost)
+            key = _key(g, cost)
             if best is None or key < best[0]:
                 best = (key, g, cost)
     if best is None:
@@ -160,19 +159,25 @@ def plan_2d(problem: FactorProblem, *, block: int | None = None) -> tuple[Factor
     return best[1], best[2]
 
 
-def check_plan(plan: FactorPlan) -> None:
-    """Replay a plan from the models alone (solver-free re-check); raise if anything disagrees."""
-    from meshplan.models.core.errors import VerificationError
+def two_d_words(problem: FactorProblem) -> float | None:
+    """Modeled words per rank of the best one-layer grid (Table 4.2's 2-D model); ``None`` if none fits."""
+    try:
+        return plan_2d(problem)[1].per_rank
+    except NoGrid:
+        return None
 
-    pr, g = plan.problem, plan.grid
+
+def check_schedule(schedule: FactorSchedule) -> None:
+    """Replay a schedule from the models alone (solver-free re-check); raise if anything disagrees."""
+    pr, g = schedule.problem, schedule.grid
     g.check(pr)
     if g.v < g.Pz:
-        raise VerificationError(f"plan {g}: v < Pz")
+        raise VerificationError(f"schedule {g}: v < Pz")
     mem = memory_words(pr, g)
-    if mem != plan.memory_words or (pr.S is not None and mem > pr.S):
-        raise VerificationError(f"plan {g}: footprint {mem} does not fit S = {pr.S}")
-    if abs(factor_cost(pr, g).total - plan.cost.total) > 1e-6 * max(1.0, plan.cost.total):
-        raise VerificationError(f"plan {g}: recomputed cost differs from the search's")
+    if mem != schedule.memory_words or (pr.S is not None and mem > pr.S):
+        raise VerificationError(f"schedule {g}: footprint {mem} does not fit S = {pr.S}")
+    if abs(factor_cost(pr, g).total - schedule.cost.total) > 1e-6 * max(1.0, schedule.cost.total):
+        raise VerificationError(f"schedule {g}: recomputed cost differs from the search's")
     S = pr.S if pr.S is not None else mem
-    if abs(lower_bound(pr, S) - plan.lower_bound_words) > 1e-9 * max(1.0, plan.lower_bound_words):
-        raise VerificationError(f"plan {g}: recomputed lower bound differs")
+    if abs(lower_bound(pr, S) - schedule.lower_bound_words) > 1e-9 * max(1.0, schedule.lower_bound_words):
+        raise VerificationError(f"schedule {g}: recomputed lower bound differs")

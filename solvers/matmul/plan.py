@@ -1,34 +1,38 @@
-"""Plan a distributed matrix multiplication: the COSMA grid and rounds (thesis sections 3.6.3, 3.7.1).
+"""Schedule a distributed matrix multiplication: the COSMA grid and rounds (thesis sections 3.6.3, 3.7.1).
 
-:func:`plan_matmul` chooses the processor grid [pm, pn, pk] (at most a fraction ``idle_tolerance`` of the
-ranks idle) and the number of sequential rounds minimizing the maximum words a rank receives, ties broken by
-fewer rounds, under the memory limit S per rank including the receive buffers.  The choice is made by CP-SAT
-(:mod:`meshplan.encodings.matmul.grid`) and re-checked by the solver-free :func:`grid_cost` and, when
+:func:`schedule_matmul` chooses the processor grid [pm, pn, pk] (at most a fraction ``idle_tolerance`` of
+the ranks idle) and the number of sequential rounds minimizing the maximum words a rank receives, ties broken
+by fewer rounds, under the memory limit S per rank including the receive buffers.  The choice is made by
+CP-SAT (:mod:`meshplan.encodings.matmul.grid`) and re-checked by the solver-free :func:`grid_cost` and, when
 affordable, by :func:`exhaustive_grid` (plain enumeration of every grid); ``method="exhaustive"`` skips the
-solver.  The plan carries the exact per-rank volumes of the schedule, the Theorem 3.2 bound and the
-baselines' models (2-D SUMMA exact; Table 3.3's 2-D, 2.5-D, CARMA).
+solver.  The :class:`MatmulSchedule` carries the exact per-rank volumes of the schedule and of 2-D SUMMA's;
+the front door's ``MatmulPlan`` (:mod:`meshplan.api.matmul`) adds the bounds and Table 3.3's models.
+:func:`fixed_schedule` is the COSMA schedule on a grid given by the caller (tests, benchmarks).
 """
 
 from __future__ import annotations
 
+import math
 
-from dataclasses import dataclass
-
-from meshplan.models.core.errors import Infeasible, SolverTimeout, VerificationError
+from meshplan.models.core.errors import Infeasible, SolverTimeout, VerificationError, quote
+from meshplan.models.core.values import Value, value
 from meshplan.models.matmul.costs import (cosma_max_words, cosma_rank_words, cosma_rounds, domain_words,
-                                          lower_bound, sequential_bound, strategy, summa_grid, thesis_rounds,
-                                          summa_rank_words, table33, cosma_memory)
+                                          lower_bound, strategy, summa_grid, summa_rank_words, cosma_memory)
 from meshplan.models.matmul.problem import Grid, MatmulError, MatmulProblem
 
-__all__ = ["MatmulPlan", "grid_cost", "enumerate_grids", "exhaustive_grid", "choose_grid", "plan_matmul"]
+__all__ = ["MatmulSchedule", "grid_cost", "enumerate_grids", "exhaustive_grid", "choose_grid", "schedule_matmul",
+           "fixed_schedule", "reduction_vs_all_ranks", "METHODS"]
 
+#: the grid search methods
+METHODS = ("auto", "cpsat", "exhaustive")
 #: enumerate every grid to re-check the solver up to this many ranks
 RECHECK_MAX_P = 4096
 
 
 def _check_tolerance(tol: float) -> None:
-    if not isinstance(tol, (int, float)) or not 0 <= tol < 1:
-        raise MatmulError(f"idle tolerance must be a fraction in [0, 1), e.g. 0.03, got {tol!r}")
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 <= tol < 1:
+        raise MatmulError(f"idle_tolerance must be a fraction in [0, 1), e.g. 0.03, got {quote(tol)}",
+                          param="idle_tolerance")
 
 
 def grid_cost(prob: MatmulProblem, grid: Grid) -> tuple[int, int] | None:
@@ -79,7 +83,8 @@ def exhaustive_grid(prob: MatmulProblem, idle_tolerance: float = 0.03) -> tuple[
 
 def _infeasible(prob: MatmulProblem, idle_tolerance: float) -> Infeasible:
     return Infeasible(f"no processor grid for {prob} with at most {int(idle_tolerance * prob.p)} idle ranks: "
-                      f"raise --memory, raise --idle-tolerance, or use fewer ranks")
+                      f"raise memory, raise idle_tolerance, or use fewer ranks (p)",
+                      param=("memory", "idle_tolerance", "p"))
 
 
 def choose_grid(prob: MatmulProblem, idle_tolerance: float = 0.03, *, method: str = "cpsat",
@@ -100,7 +105,7 @@ def choose_grid(prob: MatmulProblem, idle_tolerance: float = 0.03, *, method: st
             raise _infeasible(prob, idle_tolerance)
         return got
     if method != "cpsat":
-        raise MatmulError(f"unknown grid method {method!r}; use auto, cpsat or exhaustive")
+        raise MatmulError(f"unknown grid method {quote(method)}; use {', '.join(METHODS)}", param="method")
     from meshplan.encodings.matmul.grid import encode_grid
     from meshplan.solvers.backends.base import Status, get_backend
 
@@ -129,10 +134,11 @@ def choose_grid(prob: MatmulProblem, idle_tolerance: float = 0.03, *, method: st
     return grid, cost[0], cost[1]
 
 
-@dataclass(frozen=True, slots=True)
-class MatmulPlan:
-    """A planned distributed MMM: the COSMA grid, rounds and strategy, its exact per-rank volumes and the
-    bounds and baselines next to it (all volumes in words received per rank)."""
+@value
+class MatmulSchedule(Value):
+    """The COSMA schedule of a distributed MMM: grid, rounds (double-buffered or not), the exact words each
+    rank receives and the memory it holds, next to 2-D SUMMA's grid and words (all volumes in words
+    received per rank; section 3.7)."""
 
     problem: MatmulProblem
     grid: Grid
@@ -168,54 +174,65 @@ class MatmulPlan:
         pr = self.problem
         return lower_bound(pr.m, pr.n, pr.k, pr.p, pr.memory)
 
-    def to_json(self) -> dict:
-        pr = self.problem
-        w = self.words_per_rank
-        sw = self.summa_words_per_rank
-        out = {
-            "problem": {"m": pr.m, "n": pr.n, "k": pr.k, "p": pr.p, "memory": pr.memory, "dtype": pr.dtype},
-            "grid": self.grid.as_list(),
-            "ranks_used": self.ranks_used,
-            "idle_ranks": pr.p - self.ranks_used,
-            "local_domain": list(self.local_domain),
-            "strategy": self.strategy,
-            "rounds": self.rounds,
-            "rounds_section_3_6_3": thesis_rounds(pr.m, pr.n, pr.k, pr.p, pr.memory),
-            "method": self.method,
-            "double_buffered": self.double_buffered,
-            "fewest_rounds": self.fewest_rounds,
-            "memory_per_rank_words": self.memory_per_rank,
-            "model_words_per_rank": {"max": max(w), "mean": sum(w) / len(w), "per_rank": list(w)},
-            "domain_words": domain_words(pr.m, pr.n, pr.k, *self.grid.as_list()),
-            "lower_bound_words": self.lower_bound,
-            "sequential_bound_words": (sequential_bound(pr.m, pr.n, pr.k, pr.memory)
-                                       if pr.memory is not None else None),
-            "baselines": {"summa": {"grid": list(self.summa_grid),
-                                    "model_words_per_rank": {"max": max(sw), "mean": sum(sw) / len(sw),
-                                                             "per_rank": list(sw)}}},
-            "table33": table33(pr.m, pr.n, pr.k, pr.p, pr.memory),
-        }
-        return out
+
+def _check_time_limit(time_limit_s: object) -> None:
+    if isinstance(time_limit_s, bool) or not isinstance(time_limit_s, (int, float)) \
+            or not (0 < time_limit_s < math.inf):
+        raise MatmulError(f"time_limit_s must be a positive number of seconds, got {quote(time_limit_s)}",
+                          param="time_limit_s")
 
 
-def plan_matmul(m: int, n: int, k: int, p: int, *, memory: int | None = None, idle_tolerance: float = 0.03,
-                dtype: str = "f64", method: str = "auto", time_limit_s: float = 10.0) -> MatmulPlan:
-    """Plan C = A·B (A m×k, B k×n) on ``p`` ranks of ``memory`` words each (None = unlimited).
+def schedule_matmul(problem: MatmulProblem, idle_tolerance: float = 0.03, method: str = "auto",
+                    time_limit_s: float = 10.0) -> MatmulSchedule:
+    """The communication-optimal COSMA schedule of ``problem`` (sections 3.6.3, 3.7.1, 3.7.3): the grid of
+    :func:`choose_grid` with the fewest rounds that fit the memory, double-buffered when two panel pairs
+    fit with at most twice those rounds.
 
-    >>> plan = plan_matmul(64, 64, 64, 8)
-    >>> plan.grid.as_list(), plan.strategy
+    >>> s = schedule_matmul(MatmulProblem(64, 64, 64, 8))
+    >>> s.grid.as_list(), s.strategy
     ([2, 2, 2], 'pm2,pn2,pk2')
     """
-    prob = MatmulProblem(m, n, k, p, memory, dtype)
+    if not isinstance(problem, MatmulProblem):
+        raise MatmulError(f"problem must be a MatmulProblem, got {type(problem).__name__}", param="problem")
+    _check_tolerance(idle_tolerance)
+    _check_time_limit(time_limit_s)
+    if method not in METHODS:
+        raise MatmulError(f"unknown grid method {quote(method)}; use {', '.join(METHODS)}", param="method")
     if method == "auto":
         try:
-            grid, _, rounds = choose_grid(prob, idle_tolerance, method="cpsat", time_limit_s=time_limit_s)
+            grid, _, rounds = choose_grid(problem, idle_tolerance, method="cpsat", time_limit_s=time_limit_s)
             method = "cpsat"
         except SolverTimeout:
-            grid, _, rounds = choose_grid(prob, idle_tolerance, method="exhaustive")
+            grid, _, rounds = choose_grid(problem, idle_tolerance, method="exhaustive")
             method = "exhaustive (CP-SAT timed out)"
     else:
-        grid, _, rounds = choose_grid(prob, idle_tolerance, method=method, time_limit_s=time_limit_s)
+        grid, _, rounds = choose_grid(problem, idle_tolerance, method=method, time_limit_s=time_limit_s)
+    return _schedule(problem, grid, rounds, float(idle_tolerance), method)
+
+
+def fixed_schedule(problem: MatmulProblem, grid: Grid, rounds: int | None = None, *,
+                   double_buffered: bool = False) -> MatmulSchedule:
+    """The COSMA schedule of ``problem`` on a given ``grid`` in ``rounds`` slabs (default: the fewest that fit
+    the memory), double-buffered if asked (no search; ``method`` is ``"fixed"``)."""
+    grid.check_fits(problem)
+    fewest = cosma_rounds(problem.m, problem.n, problem.k, grid.pm, grid.pn, grid.pk, problem.memory)
+    if rounds is None:
+        if fewest is None:
+            raise MatmulError(f"grid {grid} does not fit memory={problem.memory} words per rank", param="memory")
+        rounds = fewest
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise MatmulError(f"rounds must be a positive integer, got {quote(rounds)}", param="rounds")
+    words = tuple(cosma_rank_words(problem, grid, r).total for r in range(problem.p))
+    pr, pc = summa_grid(problem.p, problem.m, problem.n)
+    sw = tuple(summa_rank_words(problem, pr, pc, r).total for r in range(problem.p))
+    mem = cosma_memory(problem.m, problem.n, problem.k, grid.pm, grid.pn, grid.pk, rounds,
+                       2 if double_buffered else 1)
+    return MatmulSchedule(problem, grid, rounds, 1 - grid.used / problem.p, "fixed", bool(double_buffered),
+                          fewest if fewest is not None else rounds, words, mem, (pr, pc), sw)
+
+
+def _schedule(prob: MatmulProblem, grid: Grid, rounds: int, tol: float, method: str) -> MatmulSchedule:
+    m, n, k, p, memory = prob.m, prob.n, prob.k, prob.p, prob.memory
     words = tuple(cosma_rank_words(prob, grid, r).total for r in range(p))
     pr, pc = summa_grid(p, m, n)
     sw = tuple(summa_rank_words(prob, pr, pc, r).total for r in range(p))
@@ -226,7 +243,7 @@ def plan_matmul(m: int, n: int, k: int, p: int, *, memory: int | None = None, id
         if t2 is not None:
             rounds, double = t2, True
     mem = cosma_memory(m, n, k, grid.pm, grid.pn, grid.pk, rounds, 2 if double else 1)
-    return MatmulPlan(prob, grid, rounds, float(idle_tolerance), method, double, fewest, words, mem, (pr, pc), sw)
+    return MatmulSchedule(prob, grid, rounds, tol, method, double, fewest, words, mem, (pr, pc), sw)
 
 
 def _double_buffer_rounds(m: int, n: int, k: int, grid: Grid, rounds: int, memory: int) -> int | None:
@@ -239,14 +256,11 @@ def _double_buffer_rounds(m: int, n: int, k: int, grid: Grid, rounds: int, memor
     return None
 
 
-def reduction_vs_all_ranks(plan: MatmulPlan) -> float | None:
-    """How much less domain I/O the plan's grid has than the best grid using all p ranks (Figure 3.5)."""
-    pr = plan.problem
+def reduction_vs_all_ranks(schedule: MatmulSchedule) -> float | None:
+    """How much less domain I/O the schedule's grid has than the best grid using all p ranks (Figure 3.5)."""
+    pr = schedule.problem
     full = [domain_words(pr.m, pr.n, pr.k, *g.as_list()) for g in enumerate_grids(pr, 0.0)]
     if not full:
         return None
-    return 1 - domain_words(pr.m, pr.n, pr.k, *plan.grid.as_list()) / min(full)
-
-
-__all__.append("reduction_vs_all_ranks")
+    return 1 - domain_words(pr.m, pr.n, pr.k, *schedule.grid.as_list()) / min(full)
 

@@ -43,7 +43,7 @@ def enumerate_placements(system: System, axes: Sequence[int], *, backend: str = 
         found.add(rows)
     if not found:
         raise Infeasible(f"no parallelism matrix places axes {list(axes)} on {system} under the given constraints; "
-                         "relax --pin/--inside")
+                         "relax pin and inside", param=("pin", "inside"))
     return [ParallelismMatrix(system, r) for r in sorted(found)]
 
 

@@ -172,7 +172,7 @@ def synthesize(h: SynthesisHierarchy, *, max_size: int = 5, dialect: str = "full
     :class:`~meshplan.models.reduction.checker.ReplayMemo`) as ``memo`` to share replays among
     placements."""
     if max_size < 1:
-        raise ModelError(f"--max-size must be at least 1, got {max_size}")
+        raise ModelError(f"max_size must be at least 1, got {max_size}", param="max_size")
     t0 = time.perf_counter()
     cands = candidates(h, dialect)
     seqs = _point_programs(h, cands, dialect, max_size)

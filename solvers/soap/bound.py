@@ -197,7 +197,7 @@ class ProgramBound:
         missing = [p for p in self.program.params if p not in values]
         if missing or "S" not in values:
             raise ModelError(f"to evaluate the bound give {', '.join(missing + ([] if 'S' in values else ['S']))} "
-                             "in --params (e.g. --params N=4096,S=65536)")
+                             "in params (e.g. N=4096,S=65536)", param="params")
         subs = {sym(k): v for k, v in values.items() if k not in ("S", "p")}
         subs[S] = values["S"]
         subs[P] = values.get("p", 1)

@@ -83,7 +83,7 @@ def extents(program: Program, problem: SubProblem, values: dict[str, int]) -> di
                 for o in outer:
                     olp = loops.get(str(o))
                     if olp is None:
-                        raise ModelError(f"give a value for {o} in --params")
+                        raise ModelError(f"give a value for {o} in params", param="params")
                     lo = olp.lower.subs(psubs)
                     hi = olp.upper.subs(psubs) - 1
                     ranges.append((o, [lo, hi]))
@@ -143,7 +143,7 @@ def integer_tiles(program: Program, intensity: Intensity, values: dict[str, int]
     """Best integer tiles for ``intensity.problem`` at the sizes and S of ``values``."""
     prob = intensity.problem
     if "S" not in values:
-        raise ModelError("integer tiles need S in --params (the fast-memory size in words)")
+        raise ModelError("integer tiles need S in params (the fast-memory size in words)", param="params")
     memory = int(values["S"])
     notes = []
     if intensity.X0 == sp.oo or intensity.X0 is None:

@@ -59,7 +59,7 @@ def test_full_disk_solve_export_leaves_the_previous_schedule_intact(cli, full_di
                        "--max-size", "3", "--export", str(prev), "--json")
     assert code == 2, err
     line = err.strip().splitlines()[-1]
-    assert line.startswith("error: cannot write --export file") and "No space left on device" in line
+    assert line.startswith("error: cannot write schedule file") and "No space left on device" in line
     assert "the previous file is unchanged" in line
     assert prev.read_bytes() == before and json.loads(before)["previous"] is True
     assert _files(full_disk) == ["filler", "prev.json"]  # no temporary file left

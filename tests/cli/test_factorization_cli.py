@@ -1,4 +1,5 @@
-"""``meshplan factor``: plan output and JSON fields, bad input (one error line, exit 2), and one MPI run
+"""``meshplan factor`` and its API (:mod:`meshplan.api.factorization`): plan output and JSON fields (the
+API value's fields, in order), bad input (one error line, exit 2; ``--repeats 0`` refused), and MPI runs
 with the 2-D baseline, a user matrix and a singular matrix (exit 1 naming the step and block)."""
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ def test_plan_table_and_pinned_grid(cli):
     (["lu", 256, "--np", 8, "--grid", "2,2"], "PX,PY,PZ"),
     (["lu", 256, "--np", 4, "--grid", "2,2,2"], "must equal --np"),
     (["lu", 256, "--np", 4, "--baseline", "magma"], "unknown"),
+    (["lu", 256, "--np", 4, "--repeats", 0], "repeats"),
+    (["lu", 256, "--np", 4, "--repeats", 0, "--run"], "repeats"),
+    (["lu", 256, "--np", 4, "--seed", -1], "seed"),
+    (["lu", 256, "--np", 4, "--grid", "2,2,2"], "--grid"),
+    (["lu", 2**21, "--np", 4], "2**62"),
 ])
 def test_bad_input_is_one_error_line_exit_2(cli, argv, fragment):
     code, out, err = cli("factor", *argv)
@@ -89,3 +95,55 @@ def test_bad_input_files_exit_2(cli, tmp_path):
     assert code == 2 and "N = 64" in err
     code, out, err = cli("factor", "lu", 64, "--np", 4, "--input", tmp_path / "sq.npy")
     assert code == 2 and "needs --run" in err
+
+
+def test_the_api_value_is_the_json_document(cli):
+    import meshplan as mp
+
+    plan = mp.plan_factorization("lu", 1000, 8, memory=200_000)
+    code, out, _ = cli("factor", "lu", 1000, "--np", 8, "--memory", 200_000, "--json")
+    doc = json.loads(out)
+    assert code == 0 and plan.to_json() == doc
+    assert type(plan).json_keys() == tuple(doc) == (
+        "kind", "N", "p", "memory", "grid", "block", "model_words_per_rank", "model_phases",
+        "memory_words_per_rank", "lower_bound_words", "candidates", "explanation", "two_d_model_words_per_rank",
+        "run", "baselines")
+    assert plan.grid == tuple(doc["grid"]) and plan.block == doc["block"] and plan.run is None
+    assert plan.schedule.grid.v == plan.block and plan.problem.memory == 200_000
+    assert len(repr(plan)) <= 300
+    assert mp.FactorRun.json_keys() == ("verified", "scaled_residual", "growth_factor", "measured_words_per_rank",
+                                        "measured_words_max", "pmpi_words_per_rank", "time_s",
+                                        "model_words_per_rank")
+
+
+def test_api_errors_name_parameters():
+    import meshplan as mp
+    from meshplan.models.core.errors import ModelError
+
+    for kwargs, param in ((dict(repeats=0), "repeats"), (dict(baselines=["magma"]), "baselines"),
+                          (dict(seed=-1), "seed")):
+        with pytest.raises(ModelError) as err:
+            mp.run_factorization("lu", 64, 4, **kwargs)
+        assert err.value.param == param and "--" not in str(err.value)
+    with pytest.raises(ModelError, match="p must be") as err:
+        mp.plan_factorization("lu", 64, 0)
+    assert err.value.param == "p"
+
+
+@pytest.mark.mpi
+def test_run_factorization_returns_the_run_document(cli):
+    import meshplan as mp
+
+    r = mp.run_factorization("cholesky", 96, 2, grid=(1, 1, 2), block=16, baselines=["2d"], seed=1)
+    assert isinstance(r.run, mp.FactorRun) and r.verified and r.run.scaled_residual <= 10
+    assert r.run.measured_words_per_rank == r.model_words_per_rank
+    doc = r.to_json()
+    assert list(doc["run"]) == list(mp.FactorRun.json_keys()) and set(doc["baselines"]) == {"2d"}
+    code, out, err = cli("factor", "cholesky", 96, "--np", 2, "--grid", "1,1,2", "--block", 16, "--run",
+                         "--seed", 1, "--json")
+    assert code == 0, err
+    cli_doc = json.loads(out)
+    for d in (doc, cli_doc):  # times differ from run to run
+        d["run"].pop("time_s")
+        d["baselines"]["2d"].pop("time_s")
+    assert cli_doc == doc

@@ -1,6 +1,8 @@
-"""``meshplan matmul``: plan output, JSON fields, one MPI run with the SUMMA baseline, bad input."""
+"""``meshplan matmul``: plan output, JSON fields (the API value's fields), one MPI run with the SUMMA baseline,
+bad input (checked by the API, never by the CLI)."""
 
 import json
+import re
 
 import pytest
 
@@ -14,6 +16,19 @@ def test_plan_json_fields(cli):
     assert rep["model_words_per_rank"]["max"] < rep["baselines"]["summa"]["model_words_per_rank"]["max"]
     assert rep["lower_bound_words"] > 0 and rep["run"] is None
     assert rep["domain_words"] >= rep["lower_bound_words"]
+
+
+def test_json_is_the_api_value():
+    import meshplan as mp
+    from meshplan.api.matmul import MatmulPlan
+
+    plan = mp.plan_matmul(1300, 1300, 1300, 65)
+    assert isinstance(plan, MatmulPlan) and isinstance(plan.problem, mp.MatmulProblem)
+    doc = plan.to_json()
+    assert tuple(doc) == MatmulPlan.json_keys() and doc["run"] is None and len(repr(plan)) <= 300
+    assert doc["grid"] == [4, 4, 4] and list(doc["baselines"]) == ["summa"]
+    assert json.loads(json.dumps(doc)) == doc
+    assert mp.plan_matmul(plan.problem) == plan  # a Problem, or its fields
 
 
 def test_plan_table(cli):
@@ -33,16 +48,25 @@ def test_run_json(cli):
     s = rep["baselines"]["summa"]
     assert s["verified"] and s["measured_words_per_rank"]["per_rank"] == s["model_words_per_rank"]["per_rank"]
     assert run["time_s"]["min"] > 0
+    from meshplan.api.matmul import MatmulPlan, MatmulRun, SummaBaseline
+
+    assert tuple(rep) == MatmulPlan.json_keys() and tuple(run) == MatmulRun.json_keys()
+    assert tuple(s) == SummaBaseline.json_keys()
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (["0", "4", "4", "--np", "2"], "M must be a positive"),
-    (["4", "4", "4", "--np", "0"], "--np must be at least 1"),
+    (["0", "4", "4", "--np", "2"], "m must be a positive"),
+    (["4", "4", "4", "--np", "0"], "p.* must be a whole number of ranks, at least 1"),
     (["100", "100", "100", "--np", "2", "--memory", "10"], "memory too small"),
     (["4", "4", "4", "--np", "9999", "--run"], "exceeds the limit"),
     (["4", "4", "4", "--np", "2", "--baseline", "cannon"], "unknown"),
-    (["4", "4", "4", "--np", "2", "--idle-tolerance", "2"], "idle tolerance"),
+    (["4", "4", "4", "--np", "2", "--idle-tolerance", "2"], "idle.tolerance"),
     (["1", "1", "1", "--np", "8", "--idle-tolerance", "0"], "no processor grid"),
+    (["4", "4", "4", "--np", "2", "--dtype", "f16"], "dtype 'f16' is not supported"),
+    (["4", "4", "4", "--np", "2", "--repeats", "0"], "repeats must be a whole number of timed runs, at least 1"),
+    (["4", "4", "4", "--np", "2", "--run", "--repeats", "0"], "repeats must be"),
+    (["4", "4", "4", "--np", "2", "--run", "--baseline", "scalapack", "--dtype", "f32"], "f64 only"),
+    (["64", "64", "64", "--np", "4", "--memory", str(2**62 + 1)], "more than 2..62 words"),
     (["x", "4", "4", "--np", "2"], "invalid int"),
 ])
 def test_bad_input_one_error_line_exit_2(cli, argv, msg):
@@ -51,7 +75,7 @@ def test_bad_input_one_error_line_exit_2(cli, argv, msg):
     if argv[0] == "x":
         assert exc.value.code == 2
         return
-    assert code == 2 and msg in err and err.count("\n") == 1 and err.startswith("error:")
+    assert code == 2 and re.search(msg, err, re.I) and err.count("\n") == 1 and err.startswith("error:"), err
 
 
 class _nullcontext:

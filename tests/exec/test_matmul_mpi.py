@@ -1,5 +1,6 @@
-"""The COSMA schedule and 2-D SUMMA on 4 and 8 MPI ranks: C verified against numpy, the words each rank
-receives equal the model exactly (Python counter) and within 3% (PMPI counter).  One launch per rank count."""
+"""The COSMA schedule (through the MatmulExecutor of the rank program) and 2-D SUMMA on 4 and 8 MPI ranks: C
+verified against numpy, the words each rank receives equal the model exactly (Python counter) and within 3%
+(PMPI counter).  One launch per rank count."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from meshplan.exec.matmul.driver import run_cases
 from meshplan.exec.runtime import pmpi
 from meshplan.exec.runtime.launch import MpiRunError, run_job
 from meshplan.models.matmul.costs import cosma_rounds
-from meshplan.solvers.matmul.plan import plan_matmul
+from meshplan.models.matmul.problem import MatmulProblem
+from meshplan.solvers.matmul.plan import schedule_matmul
+
+
+def plan_matmul(m, n, k, p, memory=None):
+    """The solver's schedule (grid, rounds, SUMMA grid, words per rank)."""
+    return schedule_matmul(MatmulProblem(m, n, k, p, memory))
 
 pytestmark = pytest.mark.mpi
 

@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 from meshplan.models.factorization.cost import (confchox_cost, conflux_cost, cyclic_count, lower_bound,
                                                 lu2d_cost, memory_words, thesis_leading, tournament_messages,
                                                 twod_leading)
+from meshplan.models.core.errors import ModelError
 from meshplan.models.factorization.problem import (FactorGrid, FactorModelError, FactorProblem, layer_slices,
                                                    parse_grid)
 
@@ -18,24 +19,24 @@ from meshplan.models.factorization.problem import (FactorGrid, FactorModelError,
 @pytest.mark.parametrize("args, fragment", [
     (("lu", 0, 4), "positive integer"),
     (("qr", 16, 4), "unknown factorization"),
-    (("lu", 16, 0), "ranks p"),
+    (("lu", 16, 0), "p must be a whole number of ranks"),
     (("lu", 64, 4, 100), "memory too small"),
 ])
 def test_problem_rejects_bad_input(args, fragment):
-    with pytest.raises(FactorModelError, match=fragment):
+    with pytest.raises(ModelError, match=fragment):
         FactorProblem(*args)
 
 
 def test_grid_rejects_block_below_layers_and_wrong_rank_count():
     with pytest.raises(FactorModelError, match="v ≥ c"):
         FactorGrid(2, 2, 4, 2)
-    with pytest.raises(FactorModelError, match="must equal --np"):
+    with pytest.raises(FactorModelError, match="must equal p"):
         FactorGrid(2, 2, 1, 16).check(FactorProblem("lu", 256, 8))
     with pytest.raises(FactorModelError, match="own no rows"):
         FactorGrid(8, 1, 1, 64).check(FactorProblem("lu", 256, 8))
     with pytest.raises(FactorModelError, match="PX,PY,PZ"):
         parse_grid("2,2")
-    assert parse_grid("2, 1,4") == (2, 1, 4)
+    assert parse_grid("2, 1,4") == (2, 1, 4) == parse_grid([2, 1, 4])
     assert str(FactorGrid(2, 1, 4, 8)) == "[2,1,4] v=8"
 
 
@@ -170,3 +171,33 @@ def test_grid_prints_and_parses_back(Px, Py, Pz, extra):
     assert FactorGrid.parse(str(g)) == g
     with pytest.raises(FactorModelError, match="is written"):
         FactorGrid.parse(str(g).replace("v=", "b="))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["lu", "cholesky"]), st.integers(20, 200), st.sampled_from([4, 8, 16]),
+       st.sampled_from([(1, 1, 2), (2, 2, 1), (2, 1, 2), (4, 1, 1), (2, 2, 2), (1, 4, 2), (3, 2, 1)]),
+       st.integers(1, 4), st.integers(0, 2**31 - 1))
+def test_solve_words_stay_below_their_bound(kind, N, v, shape, nrhs, seed):
+    import numpy as np
+
+    from meshplan.models.factorization.solve_cost import solve_cost
+
+    g = FactorGrid(*shape, v=max(v, shape[2]))
+    pr = FactorProblem(kind, N, g.p)
+    try:
+        g.check(pr)
+    except FactorModelError:
+        return
+    perm = np.random.default_rng(seed).permutation(N)
+    c = solve_cost(pr, g, nrhs, perm if kind == "lu" else None)
+    Px, Py, Pz = shape
+    assert 0 < c.per_rank <= N * nrhs * (2 * Py * Pz + Px * Pz + Px + Py) / g.p
+    assert c.total == sum(c.phases.values()) and set(c.phases) == {"reduce_rhs", "send_y", "reduce_products",
+                                                                    "send_x"}
+
+
+def test_the_lu_solve_model_needs_the_pivots():
+    from meshplan.models.factorization.solve_cost import solve_cost
+
+    with pytest.raises(FactorModelError, match="pivots"):
+        solve_cost(FactorProblem("lu", 64, 4), FactorGrid(2, 2, 1, 16), 1)

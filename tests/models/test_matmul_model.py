@@ -9,6 +9,7 @@ import pytest
 from meshplan.models.matmul.costs import (cosma_max_words, cosma_memory, cosma_rank_words, cosma_rounds,
                                           domain_words, lower_bound, parse_strategy, sequential_bound,
                                           strategy, summa_rank_words, table33)
+from meshplan.models.core.errors import ModelError
 from meshplan.models.matmul.problem import Grid, MatmulError, MatmulProblem, part, rank_blocks, split
 
 
@@ -18,15 +19,31 @@ def test_split_sizes_and_order():
     assert split(2, 4) == ((0, 1), (1, 2), (2, 2), (2, 2))
 
 
-@pytest.mark.parametrize("bad, msg", [
-    (dict(m=0, n=4, k=4, p=2), "m must be a positive"),
-    (dict(m=4, n=4, k=4, p=0), "at least 1"),
-    (dict(m=4, n=4, k=4, p=2, memory=10), "memory too small"),
-    (dict(m=4, n=4, k=4, p=2, dtype="f16"), "unknown dtype"),
+@pytest.mark.parametrize("bad, msg, param", [
+    (dict(m=0, n=4, k=4, p=2), "m must be a positive", "m"),
+    (dict(m=4, n=2.5, k=4, p=2), "n must be a positive", "n"),
+    (dict(m=4, n=4, k=4, p=0), "p must be a whole number of ranks, at least 1", "p"),
+    (dict(m=4, n=4, k=4, p=True), "p must be a whole number", "p"),
+    (dict(m=4, n=4, k=4, p=2, memory=10), "memory too small", ("memory", "p")),
+    (dict(m=4, n=4, k=4, p=2, memory=0), "memory (words per rank) must be a positive", "memory"),
+    (dict(m=4, n=4, k=4, p=2, memory=2**62 + 1), "memory is more than 2**62", "memory"),
+    (dict(m=2**21, n=2**21, k=2**21, p=7), "is more than 2**62", ("m", "n", "k")),
+    (dict(m=4, n=4, k=4, p=2, dtype="f16"), "dtype 'f16' is not supported", None),
+    (dict(m=4, n=4, k=4, p=2, dtype="f128"), "dtype 'f128' is not an element type", None),
 ])
-def test_bad_problems_say_what_to_do(bad, msg):
-    with pytest.raises(MatmulError, match=msg):
+def test_bad_problems_say_what_to_do(bad, msg, param):
+    with pytest.raises(ModelError) as err:
         MatmulProblem(**bad)
+    assert msg in str(err.value) and "--" not in str(err.value)
+    if param is not None:
+        assert err.value.param == param
+
+
+def test_problem_is_a_value_normalized_once():
+    prob = MatmulProblem(np.int64(5), 6, 7, np.int32(2), dtype="float32")
+    assert (prob.m, prob.p, prob.dtype, prob.itemsize) == (5, 2, "f32", 4) and type(prob.m) is int
+    assert prob.to_json() == {"m": 5, "n": 6, "k": 7, "p": 2, "memory": None, "dtype": "f32"}
+    assert Grid(2, 3, 4).to_json() == [2, 3, 4] and hash(prob) == hash(MatmulProblem(5, 6, 7, 2, None, "f32"))
 
 
 def test_grid_checks():
@@ -155,3 +172,24 @@ def test_layout_owner_maps_match_the_blocks_and_conversions_count_moved_elements
     # one rank: nothing moves
     one = MatmulProblem(5, 6, 7, 1)
     assert conversion_words(one, Grid(1, 1, 1), 2, 1, 1) == [{"a_in": 0, "b_in": 0, "c_out": 0}]
+
+
+def test_block_cyclic_owners_match_scalapack_local_indices():
+    from meshplan.models.matmul.layouts import (block_cyclic_owners, check_block, check_layout, cyclic_indices,
+                                                scalapack_block)
+
+    own = block_cyclic_owners(37, 41, (4, 3), 2, 3)
+    for prow in range(2):
+        for pcol in range(3):
+            rows, cols = cyclic_indices(37, 4, 2, prow), cyclic_indices(41, 3, 3, pcol)
+            mine = np.argwhere(own == prow * 3 + pcol)
+            assert sorted(map(tuple, mine)) == [(r, c) for r in rows for c in cols]
+    assert (block_cyclic_owners(9, 9, 2, 2, 2) == block_cyclic_owners(9, 9, (2, 2), 2, 2)).all()
+    assert check_block(np.int64(5)) == (5, 5) and check_block((2, 7)) == (2, 7)
+    for bad in (0, (1, 0), (1, 2, 3), "4", (True, 2)):
+        with pytest.raises(ModelError, match="block must be"):
+            check_block(bad)
+    with pytest.raises(ModelError, match="unknown layout") as err:
+        check_layout("cyclic")
+    assert err.value.param == "layout"
+    assert scalapack_block(37, 29, 41, 2, 2) == 15 and scalapack_block(10**4, 10**4, 10**4, 2, 2) == 64

@@ -1,15 +1,21 @@
-"""The grid / block choice of COnfLUX and COnfCHOX: exhaustive, re-checked, explained, and equal to a
-brute force over every grid and every block size on small cases."""
+"""The grid / block choice of COnfLUX and COnfCHOX (the solver's :class:`FactorSchedule` of a typed
+:class:`FactorProblem`): exhaustive, re-checked, explained, and equal to a brute force over every grid and
+every block size on small cases; the problem validates every input once."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from meshplan.models.core.errors import MeshplanError
+from meshplan.models.core.errors import MeshplanError, ModelError
 from meshplan.models.factorization.cost import factor_cost, memory_words, table41_cost
 from meshplan.models.factorization.problem import FactorGrid, FactorModelError, FactorProblem
-from meshplan.solvers.factorization.plan import block_candidates, check_plan, grids, plan_2d, plan_factorization
+from meshplan.solvers.factorization.plan import (FactorSchedule, block_candidates, check_schedule, grids, plan_2d,
+                                                 schedule_factorization)
+
+
+def plan_factorization(kind, N, p, *, memory=None, block=None, grid=None) -> FactorSchedule:
+    return schedule_factorization(FactorProblem(kind, N, p, memory, block=block, grid=grid))
 
 
 def test_grids_are_every_ordered_factorization():
@@ -35,7 +41,7 @@ def test_plan_equals_brute_force(kind, N, p, S):
             w = factor_cost(pr, g).per_rank
             best = w if best is None else min(best, w)
     assert plan.model_words_per_rank == pytest.approx(best)
-    check_plan(plan)
+    check_schedule(plan)
     assert plan.explanation[0].startswith("searched")
     assert plan.memory_words <= (S or plan.memory_words)
 
@@ -51,12 +57,17 @@ def test_memory_limit_forces_fewer_layers():
 def test_pinned_grid_and_block_and_errors():
     plan = plan_factorization("cholesky", 512, 8, grid=(2, 2, 2), block=32)
     assert (plan.grid.Px, plan.grid.Py, plan.grid.Pz, plan.grid.v) == (2, 2, 2, 32)
-    with pytest.raises(FactorModelError, match="v ≥ c"):
+    with pytest.raises(FactorModelError, match="v ≥ c") as err:
         plan_factorization("lu", 512, 8, grid=(1, 2, 4), block=2)
+    assert err.value.param == "block"
     with pytest.raises(MeshplanError, match="no grid"):
         plan_factorization("lu", 16, 64, block=16)
-    with pytest.raises(FactorModelError, match="memory too small"):
+    with pytest.raises(FactorModelError, match="memory too small") as err:
         plan_factorization("lu", 1024, 4, memory=1000)
+    assert err.value.param == "memory"
+    with pytest.raises(FactorModelError, match="must equal p") as err:
+        plan_factorization("lu", 256, 4, grid=(2, 2, 2))
+    assert err.value.param == ("grid", "p")
 
 
 def test_two_d_plan_has_one_layer():
@@ -134,3 +145,38 @@ def test_table_4_1_layers_pay_only_beyond_the_threshold():
     assert t41(8, (2, 2, 2)) == pytest.approx(t41(8, (2, 4, 1)))
     assert t41(32, (4, 4, 2)) < t41(32, (4, 8, 1))
     assert t41(4, (2, 1, 2)) > t41(4, (2, 2, 1))
+
+
+@pytest.mark.parametrize("kwargs, param, fragment", [
+    (dict(kind="qr", N=64, p=4), "kind", "unknown factorization"),
+    (dict(kind="lu", N=0, p=4), "N", "N must be"),
+    (dict(kind="lu", N=2**21, p=4), "N", "2**62"),
+    (dict(kind="lu", N=True, p=4), "N", "N must be"),
+    (dict(kind="lu", N=64, p=0), "p", "p must be"),
+    (dict(kind="lu", N=64, p=2.0), "p", "p must be"),
+    (dict(kind="lu", N=64, p=4, memory=0), "memory", "memory must be"),
+    (dict(kind="lu", N=64, p=4, memory=2**63), "memory", "2**62"),
+    (dict(kind="lu", N=64, p=4, dtype="i32"), None, "dtype"),
+    (dict(kind="lu", N=64, p=4, dtype="f128"), None, "dtype"),
+    (dict(kind="lu", N=64, p=4, block=0), "block", "block must be"),
+    (dict(kind="lu", N=64, p=4, grid="2,2"), "grid", "PX,PY,PZ"),
+    (dict(kind="lu", N=64, p=4, grid="a,b,c"), "grid", "PX,PY,PZ"),
+    (dict(kind="lu", N=64, p=4, grid=(0, 4, 1)), "grid", "PX,PY,PZ"),
+    (dict(kind="lu", N=64, p=4, grid=(1, 1, 4), block=2), "block", "v ≥ c"),
+])
+def test_the_problem_is_the_one_validation_site(kwargs, param, fragment):
+    with pytest.raises(ModelError, match=fragment.replace("*", r"\*")) as err:
+        FactorProblem(**kwargs)
+    if param is not None:
+        assert err.value.param == param or param in err.value.param
+    assert "--" not in str(err.value)  # names API parameters, never CLI flags
+
+
+def test_the_problem_normalizes_its_pins_and_dtype():
+    pr = FactorProblem("lu", 64, 4, dtype="float32", grid="2, 2,1", block=16)
+    assert pr.grid == (2, 2, 1) and pr.dtype.short == "f32" and pr.S is None
+    assert FactorProblem("lu", 64, 4, grid=[2, 2, 1]) == FactorProblem("lu", 64, 4, grid=(2, 2, 1))
+    s = schedule_factorization(pr)
+    assert s.block == 16 and (s.grid.Px, s.grid.Py, s.grid.Pz) == (2, 2, 1)
+    assert schedule_factorization(pr) is s  # pure and cached
+    assert all("--" not in line for line in s.explanation)

@@ -6,10 +6,14 @@ import random
 import pytest
 
 from meshplan.models.core.errors import Infeasible
-from meshplan.models.matmul.costs import cosma_max_words, cosma_memory
+from meshplan.models.matmul.costs import cosma_max_words, cosma_memory, thesis_rounds
 from meshplan.models.matmul.problem import Grid, MatmulError, MatmulProblem
-from meshplan.solvers.matmul.plan import (choose_grid, exhaustive_grid, grid_cost, plan_matmul,
-                                          reduction_vs_all_ranks)
+from meshplan.solvers.matmul.plan import (MatmulSchedule, choose_grid, exhaustive_grid, fixed_schedule,
+                                          grid_cost, reduction_vs_all_ranks, schedule_matmul)
+
+
+def plan_matmul(m, n, k, p, *, memory=None, **kw) -> MatmulSchedule:
+    return schedule_matmul(MatmulProblem(m, n, k, p, memory), **kw)
 
 
 def _case(rnd):
@@ -74,16 +78,39 @@ def test_limited_memory_adds_rounds():
     assert roomy.memory_per_rank <= 60000 and roomy.strategy.endswith("sk4")
     assert tight.strategy.endswith(f"sk{tight.rounds}")
     # section 3.6.3's continuous latency keeps only C and the panels in memory: never more rounds
-    assert 1 <= tight.to_json()["rounds_section_3_6_3"] <= tight.rounds
+    assert 1 <= thesis_rounds(256, 256, 256, 8, 45000) <= tight.rounds
 
 
 def test_infeasible_and_bad_input():
     with pytest.raises(Infeasible, match="idle"):
         plan_matmul(1, 1, 1, 8, idle_tolerance=0.0)
-    with pytest.raises(MatmulError, match="idle tolerance"):
+    with pytest.raises(MatmulError, match="idle_tolerance must be a fraction") as err:
         plan_matmul(8, 8, 8, 4, idle_tolerance=1.5)
+    assert err.value.param == "idle_tolerance"
     with pytest.raises(MatmulError, match="memory too small"):
         plan_matmul(100, 100, 100, 2, memory=10)
+    with pytest.raises(MatmulError, match="unknown grid method") as err:
+        plan_matmul(8, 8, 8, 4, method="annealing")
+    assert err.value.param == "method"
+    with pytest.raises(MatmulError, match="time_limit_s"):
+        plan_matmul(8, 8, 8, 4, time_limit_s=0)
+    with pytest.raises(MatmulError, match="problem must be a MatmulProblem"):
+        schedule_matmul((8, 8, 8, 4))
+    # messages name API parameters, never CLI flags
+    with pytest.raises(Infeasible) as err:
+        plan_matmul(1, 1, 1, 8, idle_tolerance=0.0)
+    assert "--" not in str(err.value) and "idle_tolerance" in str(err.value)
+
+
+def test_fixed_schedule_on_a_given_grid():
+    prob = MatmulProblem(37, 29, 41, 8)
+    s = fixed_schedule(prob, Grid(1, 3, 1), 3, double_buffered=True)
+    assert s.ranks_used == 3 and s.words_per_rank[3:] == (0,) * 5 and s.rounds == 3 and s.double_buffered
+    assert s.method == "fixed" and fixed_schedule(prob, Grid(2, 2, 2)).rounds == 1
+    with pytest.raises(MatmulError, match="only 8"):
+        fixed_schedule(prob, Grid(3, 3, 1))
+    with pytest.raises(MatmulError, match="rounds must be a positive"):
+        fixed_schedule(prob, Grid(2, 2, 2), 0)
 
 
 def test_closed_form_matches_cpsat_objective_on_thesis_scale():

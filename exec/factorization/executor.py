@@ -1,0 +1,212 @@
+"""LU (COnfLUX) and Cholesky (COnfCHOX) inside the caller's MPI program: what ``plan.bind(comm)`` returns
+(thesis sections 4.7.2–4.7.5; DESIGN.md, "The capability spine").
+
+Layout (section 4.7.2): rank ``(px, py, pz)`` — number ``px + Px·(py + Py·pz)`` of the communicator —
+holds the rows ``(i // v) mod Px = px`` and the columns ``(j // v) mod Py = py`` of ``A``
+(:attr:`FactorExecutor.rows`, :attr:`FactorExecutor.cols`, :attr:`FactorExecutor.local_shape`); every
+layer ``pz`` is given the same tile, and :meth:`FactorExecutor.factor` starts the layers ``z > 0`` from
+zeros (their partial sums).  Right-hand sides and solutions hold the rows :attr:`FactorExecutor.rows` of
+``b`` / ``x`` (a vector or ``N × nrhs``), replicated over ``py`` and ``pz``.
+
+::
+
+    ex = mp.plan_factorization("lu", N, comm.Get_size()).bind(comm)
+    F = ex.factor(ex.distribute(A))               # A on rank 0, None elsewhere
+    x = ex.collect(F.solve(ex.distribute_rhs(b)))  # the global x on rank 0, None elsewhere
+
+The factorization and the solves move their data point to point on a private duplicate of the
+communicator (made at bind, freed by :meth:`close`), counted in :attr:`counter`; they create no MPI
+handle per call.  A breakdown — a singular matrix (LU), one that is not positive definite (Cholesky) —
+raises :class:`~meshplan.models.factorization.breakdown.FactorizationBreakdown` (a
+``VerificationError``) naming the step, block and column on every rank: the ranks agree on it with one
+small uncounted reduction, so none waits for another.  Bad input raises ``ModelError`` on every rank.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from meshplan.exec.factorization.common import Layout
+from meshplan.exec.factorization.confchox import confchox
+from meshplan.exec.factorization.conflux import conflux_lu
+from meshplan.exec.factorization.solve import cholesky_solve, lu_solve
+from meshplan.exec.runtime.executor import Executor, _check_root, gather_pieces, scatter_pieces
+from meshplan.models.core.errors import ModelError
+from meshplan.models.factorization.breakdown import breakdown
+
+__all__ = ["FactorExecutor", "Factors"]
+
+
+class FactorExecutor(Executor):
+    """COnfLUX / COnfCHOX on this rank's tile, for a schedule (or a plan holding one) on ``comm``."""
+
+    def __init__(self, schedule: Any, comm: Any) -> None:
+        schedule = getattr(schedule, "schedule", schedule)
+        super().__init__(comm)
+        pr, g = schedule.problem, schedule.grid
+        if self.size != pr.p:
+            raise ModelError(f"the plan is for p = {pr.p} ranks but comm has {self.size}; plan for "
+                             "comm.Get_size() ranks", param="comm")
+        self.schedule, self.problem, self.grid = schedule, pr, g
+        self.kind, self.N = pr.kind, pr.N
+        self.dtype = np.dtype(pr.dtype.numpy)
+        self.layout = Layout(pr.N, g, self.rank, self.dtype)
+        #: this rank's grid coordinates ``(px, py, pz)``
+        self.coords = g.coords(self.rank)
+        #: the global rows and columns of this rank's tile (and the rows of its right-hand sides)
+        self.rows, self.cols = self.layout.rows, self.layout.cols
+        self.local_shape = (len(self.rows), len(self.cols))
+        # the plan's own communication: a private duplicate (no clash with the caller's messages)
+        self._comm = self.comms.split(np.zeros(self.size, dtype=np.int64), np.arange(self.size))
+        self._control = self._comm.comm  # uncounted agreement traffic
+        self._parts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def __repr__(self) -> str:
+        return (f"FactorExecutor({self.kind}, N={self.N}, grid={self.grid}, rank={self.rank} at {self.coords}"
+                f"{', closed' if self.closed else ''})")
+
+    def _part(self, r: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and columns of rank ``r``'s tile."""
+        if r not in self._parts:
+            lay = Layout(self.N, self.grid, r)
+            self._parts[r] = (lay.rows, lay.cols)
+        return self._parts[r]
+
+    # -- moving data in and out (uncounted) -------------------------------------------------------------
+    def distribute(self, A_global: Any, root: int = 0) -> np.ndarray:
+        """This rank's tile ``A[rows, cols]`` of the ``N × N`` matrix only ``root`` holds (others pass None)."""
+        self._require_open()
+        shapes = [(len(self._part(r)[0]), len(self._part(r)[1])) for r in range(self.size)]
+        return scatter_pieces(self._control, root, A_global, shapes,
+                              lambda a, r: a[np.ix_(*self._part(r))], self.dtype, what="A",
+                              global_shape=(self.N, self.N))
+
+    def distribute_rhs(self, b_global: Any, root: int = 0) -> np.ndarray:
+        """This rank's rows ``b[rows]`` of a right-hand side (length ``N`` or ``N × nrhs``) only ``root`` holds."""
+        self._require_open()
+        root = _check_root(self._control, root)
+        shape = None
+        if self.rank == root and b_global is not None:
+            shape = np.shape(b_global)
+        shape = self._control.bcast(shape, root=root)
+        if shape is not None and not (len(shape) in (1, 2) and shape[0] == self.N and min(shape) > 0):
+            raise ModelError(f"b has shape {tuple(shape)}; give N = {self.N} rows (a vector or N × nrhs)",
+                             param="b")
+        tail = tuple(shape[1:]) if shape is not None else ()
+        shapes = [(len(self._part(r)[0]), *tail) for r in range(self.size)]
+        return scatter_pieces(self._control, root, b_global, shapes, lambda a, r: a[self._part(r)[0]],
+                              self.dtype, what="b", global_shape=(self.N, *tail))
+
+    def collect(self, x_loc: Any, root: int = 0) -> np.ndarray | None:
+        """The global ``x`` (length ``N`` or ``N × nrhs``) on ``root`` from every rank's rows; None elsewhere."""
+        self._require_open()
+        x = np.asarray(x_loc)
+        tail = self._agree_rows(x, "x_loc")
+        keep = self.coords[1] == 0 and self.coords[2] == 0  # one copy of each row: the ranks (px, 0, 0)
+        shapes = [((len(self._part(r)[0]) if self.grid.coords(r)[1:] == (0, 0) else 0), *tail)
+                  for r in range(self.size)]
+
+        def place(out: np.ndarray, r: int, piece: np.ndarray) -> None:
+            if piece.shape[0]:
+                out[self._part(r)[0]] = piece
+
+        return gather_pieces(self._control, root, x if keep else x[:0], shapes, place, (self.N, *tail),
+                             self.dtype, what="x_loc")
+
+    def _agree_rows(self, x: np.ndarray, what: str) -> tuple[int, ...]:
+        """Check on every rank that each rank's ``x`` has its rows (and all the same columns); the trailing
+        shape."""
+        shapes = self._control.allgather(x.shape)
+        for r, s in enumerate(shapes):
+            want = len(self._part(r)[0])
+            if len(s) not in (1, 2) or s[0] != want or s[1:] != shapes[0][1:] or (len(s) == 2 and s[1] < 1):
+                raise ModelError(f"{what} on rank {r} has shape {tuple(s)}; it must hold that rank's {want} rows "
+                                 f"(ex.rows), with the same number of columns on every rank", param=what)
+        return tuple(shapes[0][1:])
+
+    # -- factor and solve (counted) ------------------------------------------------------------------------
+    def factor(self, A_loc: Any) -> "Factors":
+        """Factor the matrix whose tile this rank holds (``A_loc = A[rows, cols]``; never modified); returns
+        this rank's part of the factors.  Collective over the communicator."""
+        return self._finish(self._run(*self._prepare(A_loc)))
+
+    def _prepare(self, A_loc: Any) -> tuple[np.ndarray, float]:
+        """Check every rank's tile (one uncounted reduction, which also gives ``max|A|``); this rank's
+        starting tile (a copy on layer 0, zeros above) and the pivot tolerance ``N·ε·max|A|``."""
+        self._require_open()
+        A = np.asarray(A_loc)
+        ok = A.shape == self.local_shape
+        first = self.coords[2] == 0
+        finite = not (ok and first) or bool(np.isfinite(A).all())
+        amax = float(np.max(np.abs(A))) if ok and first and finite and A.size else 0.0
+        flags = np.array([amax, -1 if ok else self.rank, -1 if finite else self.rank], dtype=np.float64)
+        agreed = np.empty_like(flags)
+        self._control.Allreduce(flags, agreed, MPI.MAX)
+        if agreed[1] >= 0:
+            r = int(agreed[1])
+            rows, cols = self._part(r)
+            raise ModelError(f"A_loc on rank {r} does not have that rank's tile shape {(len(rows), len(cols))}; "
+                             "pass ex.distribute(A) or A[np.ix_(ex.rows, ex.cols)]", param="A_loc")
+        if agreed[2] >= 0:
+            raise ModelError(f"A_loc on rank {int(agreed[2])} holds NaN or infinity", param="A_loc")
+        tile = np.array(A, dtype=self.dtype, copy=True) if first else np.zeros(self.local_shape, self.dtype)
+        return tile, self.N * np.finfo(self.dtype).eps * agreed[0]
+
+    def _run(self, tile: np.ndarray, tol: float):
+        """The factorization proper (all of its words, counted): ``(F, pivots, diag, breakdown)``."""
+        if self.kind == "lu":
+            F, steps, diag, bad = conflux_lu(self._comm, self.layout, tile, tol)
+            return F, [np.asarray(s["pivots"], dtype=np.int64) for s in steps if "pivots" in s], diag, bad
+        F, bad = confchox(self._comm, self.layout, tile)
+        return F, None, None, bad
+
+    def _finish(self, raw) -> "Factors":
+        F, pivots, diag, bad = raw
+        self._agree_breakdown(bad)
+        return Factors(self, F, pivots, diag)
+
+    def _agree_breakdown(self, bad: tuple[int, int | None] | None) -> None:
+        """Every rank learns the first breakdown any rank saw (one uncounted MIN reduction) and raises it."""
+        v, n = self.grid.v, -(-self.N // self.grid.v)
+        code = n * (v + 1) if bad is None else bad[0] * (v + 1) + (v if bad[1] is None else bad[1])
+        first = np.empty(1, dtype=np.int64)
+        self._control.Allreduce(np.array([code], dtype=np.int64), first, MPI.MIN)
+        if first[0] < n * (v + 1):
+            t, k = divmod(int(first[0]), v + 1)
+            raise breakdown(self.kind, self.N, v, t, 0 if k == v else k)
+
+
+class Factors:
+    """This rank's part of a distributed factorization (:meth:`FactorExecutor.factor`).
+
+    ``local`` holds the entries this rank finalized (block-cyclic like ``A``: ``L10`` / ``L00``, for LU
+    also ``U00`` and the reduced pivot rows ``A01``); ``pivots`` (LU) the rows in pivot order, ``PA = LU``
+    (the same on every rank).  :meth:`solve` uses them where they lie."""
+
+    __slots__ = ("executor", "kind", "local", "pivots", "_steps", "_diag")
+
+    def __init__(self, executor: FactorExecutor, F: np.ndarray, steps: list | None, diag: dict | None) -> None:
+        self.executor, self.kind, self.local = executor, executor.kind, F
+        self._steps, self._diag = steps, diag
+        self.pivots = None if steps is None else np.concatenate(steps) if steps else np.zeros(0, np.int64)
+
+    def __repr__(self) -> str:
+        return f"Factors({self.kind}, N={self.executor.N}, rank={self.executor.rank}, local={self.local.shape})"
+
+    def solve(self, b_loc: Any) -> np.ndarray:
+        """``x_loc`` (this rank's rows of ``x``, shaped like ``b_loc``) with ``A x = b``, from this rank's rows
+        of ``b`` (``ex.distribute_rhs(b)``: a vector or ``rows × nrhs``).  Collective; no factor is
+        gathered (words: :func:`meshplan.models.factorization.solve_cost.solve_cost`)."""
+        ex = self.executor
+        ex._require_open()
+        b = np.asarray(b_loc)
+        ex._agree_rows(b, "b_loc")
+        B = np.ascontiguousarray(b.reshape(b.shape[0], -1), dtype=ex.dtype)
+        if self.kind == "lu":
+            X = lu_solve(ex._comm, ex.layout, self.local, self._steps, self._diag, B)
+        else:
+            X = cholesky_solve(ex._comm, ex.layout, self.local, B)
+        return X.reshape(b.shape)
