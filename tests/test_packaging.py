@@ -29,3 +29,13 @@ def test_no_top_level_encodings_shadow():
     import encodings  # the standard library's
 
     assert Path(encodings.__file__).resolve().parent != (ROOT / "encodings").resolve()
+
+
+def test_docs_and_sources_cite_papers_not_paths_outside_the_repository():
+    """A user's clone has no ``../shared``: README, docs/, examples and every module cite papers by title."""
+    root = Path(__file__).resolve().parents[1]
+    files = [root / "README.md", *sorted((root / "docs").glob("*.md")), *sorted((root / "examples").rglob("*.py"))]
+    for layer in ("meshplan", "models", "encodings", "solvers", "exec"):
+        files += sorted((root / layer).rglob("*.py"))
+    bad = [str(f.relative_to(root)) for f in files if "../shared" in f.read_text() or "shared/papers" in f.read_text()]
+    assert not bad, f"these cite a path outside the repository: {bad}"

@@ -10,7 +10,6 @@ the distributed layers live in :mod:`meshplan.tensor`.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from meshplan.api.inputs import as_seconds
@@ -70,7 +69,6 @@ def plan_halo(partition: Any, shape: Any = None, kernel: Any = None, *, stride: 
     """The halo geometry of a window on a tensor of ``shape`` partitioned by ``partition`` (``"1,1,4"`` or a
     tuple; or one :class:`HaloProblem`): ``kernel``, ``stride``, ``padding``, ``dilation`` take one value or one
     per spatial dimension; ``dtype`` sets the bytes.  No MPI."""
-    from meshplan.models.core.limits import check_limit
     from meshplan.models.tensor.halo import halo_geometry
 
     if isinstance(partition, HaloProblem):
@@ -80,7 +78,6 @@ def plan_halo(partition: Any, shape: Any = None, kernel: Any = None, *, stride: 
             raise ModelError("plan_halo needs partition, shape and kernel", param=("shape", "kernel"))
         problem = HaloProblem.of(partition, shape, kernel, stride, padding, dilation, dtype)
     part, win = problem.partition, problem.window
-    check_limit("devices", math.prod(part.shape), f"partition {','.join(map(str, part.shape))[:60]}")
     try:
         geo = halo_geometry(part, problem.shape, win)
     except ModelError as err:

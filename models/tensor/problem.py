@@ -8,6 +8,7 @@ channel, which the window leaves alone (:meth:`HaloProblem.of`).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from meshplan.models.core.dtypes import as_dtype
@@ -78,6 +79,9 @@ class HaloProblem(Value):
             raise ModelError(f"shape {','.join(map(str, dims))} has a negative length", param="shape")
         if any(p < 1 for p in parts):
             raise ModelError(f"partition {','.join(map(str, parts))} must hold part counts >= 1", param="partition")
+        from meshplan.models.core.limits import check_limit
+
+        check_limit("devices", math.prod(parts), f"partition {','.join(map(str, parts))[:60]}", param="partition")
         if len(dims) != len(parts):
             raise ModelError(f"shape has {len(dims)} dimensions but partition has {len(parts)}; give one part "
                              "count per tensor dimension", param=("shape", "partition"))

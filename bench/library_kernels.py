@@ -1,0 +1,230 @@
+"""The rows of ``bench/library.py`` for the matmul and factorization executors (bench/library_rank.py says
+how a row is measured).
+
+* matmul (thesis ch. 3, COSMA): the planned grid ``[pm, pn, pk]`` with one round, by hand: the fibers made
+  once with ``Comm.Split``, an ``Allgatherv`` of the A pieces on the j-fiber (and of the transposed B pieces
+  on the i-fiber), one gemm into a preallocated accumulator, a ``Reduce_scatter`` on the l-fiber.  The
+  ScaLAPACK layout adds, on both sides, an ``Alltoallv`` per matrix between the block-cyclic and the blocked
+  pieces (index maps built once: ``np.take`` into a send buffer, a scatter out of the receive buffer).
+* factorization (thesis 4.7): an LU (COnfLUX) and a Cholesky (COnfCHOX) factorization, and the solve with
+  their distributed factors.  The hand-written side calls the same kernels directly on a raw mpi4py
+  communicator (``Split`` once) with a :class:`~meshplan.exec.factorization.common.Layout` — what the
+  executor wraps — since an LU's communication is inseparable from its algorithm; it copies the tile as the
+  executor does (the kernels factor in place) and, for LU, reduces ``max|A|`` for the pivot tolerance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from mpi4py import MPI
+
+import meshplan as mp
+from library_rank import Side, measure
+from meshplan.exec.factorization.common import Layout
+from meshplan.exec.factorization.confchox import confchox
+from meshplan.exec.factorization.conflux import conflux_lu
+from meshplan.exec.factorization.solve import cholesky_solve, lu_solve
+from meshplan.models.matmul.problem import rank_blocks, split
+
+__all__ = ["matmul", "factorization", "HandCosma", "HandConversion"]
+
+
+def _rounds(repeats, default: int, quick: bool) -> int:
+    return int(repeats) if repeats else (3 if quick else default)
+
+
+class HandCosma:
+    """One round of the COSMA schedule written out: fibers by ``Split``, panels and accumulator preallocated."""
+
+    def __init__(self, world, schedule) -> None:
+        g, prob, me, p = schedule.grid, schedule.problem, world.Get_rank(), world.Get_size()
+        if int(schedule.rounds) != 1:
+            raise AssertionError(f"the hand-written COSMA does one round; the plan has {schedule.rounds}")
+        i, j, l_ = g.coords(me) if me < g.used else (-1, -1, -1)
+        used = me < g.used
+        split_if = lambda need, color, key: world.Split(color if used else MPI.UNDEFINED, key) if need else None  # noqa: E731
+        self.jf = split_if(g.pn > 1, i * g.pk + l_, j)     # A pieces travel along j
+        self.if_ = split_if(g.pm > 1, j * g.pk + l_, i)    # B pieces along i
+        self.lf = split_if(g.pk > 1, i * g.pn + j, l_)     # C is reduced along l
+        self.used = used
+        if not used:
+            return
+        bl = rank_blocks(prob, g, me)
+        mi, nj, kl = bl.rows[1] - bl.rows[0], bl.cols[1] - bl.cols[0], bl.ks[1] - bl.ks[0]
+        self.mi, self.nj = mi, nj
+        self.a_counts = [(b - a) * kl for a, b in bl.a_row_parts]
+        self.b_counts = [(b - a) * kl for a, b in bl.b_col_parts]
+        self.c_counts = [b - a for a, b in bl.c_elem_parts]
+        self.a_pan = np.empty((mi, kl)) if self.jf else None
+        self.b_pan = np.empty((nj, kl)) if self.if_ else None
+        self.acc = np.empty((mi, nj)) if self.lf else None
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+        if not self.used:
+            return
+        if self.jf is not None:
+            self.jf.Allgatherv(a, [self.a_pan, self.a_counts])
+            a = self.a_pan
+        if self.if_ is not None:
+            self.if_.Allgatherv(np.ascontiguousarray(b.T), [self.b_pan, self.b_counts])
+            b = self.b_pan.T
+        if self.lf is None:
+            np.matmul(a, b, out=c.reshape(self.mi, self.nj))
+            return
+        np.matmul(a, b, out=self.acc)
+        self.lf.Reduce_scatter(self.acc, c, self.c_counts, MPI.SUM)
+
+    def free(self) -> None:
+        for c in (self.jf, self.if_, self.lf):
+            if c is not None and c != MPI.COMM_NULL:
+                c.Free()
+
+
+def _maps(pieces, shape, order):
+    """Global ``owner`` and ``position`` (in the owner's piece, memory order ``order``) of every element."""
+    owner, pos = np.full(shape, -1, dtype=np.int64), np.zeros(shape, dtype=np.int64)
+    for r, (I, J) in enumerate(pieces):
+        gi, gj = np.broadcast_arrays(I, J)
+        owner[gi, gj] = r
+        pos[gi, gj] = np.arange(gi.size).reshape(gi.shape, order=order)
+    return owner, pos
+
+
+def _flat(I, J, order):
+    gi, gj = np.broadcast_arrays(I, J)
+    return gi.ravel(order=order), gj.ravel(order=order)
+
+
+class HandConversion:
+    """One ``Alltoallv`` from one layout of a matrix to another: each rank sends its elements sorted by
+    (destination, position there) and scatters what it receives into its positions (maps built once)."""
+
+    def __init__(self, me: int, p: int, src, dst, shape) -> None:
+        (s_pieces, s_order), (d_pieces, d_order) = src, dst
+        s_owner, _ = _maps(s_pieces, shape, s_order)
+        d_owner, d_pos = _maps(d_pieces, shape, d_order)
+        gi, gj = _flat(*s_pieces[me], s_order)
+        to = d_owner[gi, gj]
+        self.send_pos = np.lexsort((d_pos[gi, gj], to))
+        self.send_counts = np.bincount(to, minlength=p).tolist()
+        di, dj = _flat(*d_pieces[me], d_order)
+        frm = s_owner[di, dj]
+        self.recv_pos = np.argsort(frm, kind="stable")
+        self.recv_counts = np.bincount(frm, minlength=p).tolist()
+        self.send, self.recv = np.empty(len(gi)), np.empty(len(di))
+
+    def __call__(self, comm, source: np.ndarray, target: np.ndarray) -> None:
+        np.take(source, self.send_pos, out=self.send)
+        comm.Alltoallv([self.send, self.send_counts], [self.recv, self.recv_counts])
+        target[self.recv_pos] = self.recv
+
+
+def matmul(ctx, quick: bool, repeats) -> list[dict]:
+    world, p, me = ctx.world, ctx.size, ctx.rank
+    m = n = k = 192 if quick else 1536
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    C = A @ B
+    scale = np.abs(C).max()
+    close = lambda got, idx: bool(np.abs(got - C[idx]).max(initial=0.0) <= 1e-12 * scale)  # noqa: E731
+    plan = mp.plan_matmul(m, n, k, p)
+    cosma = HandCosma(world, plan.schedule)
+    rounds = _rounds(repeats, 10, quick)
+    rows = []
+    with plan.bind(world) as ex:
+        a, b = A[ex.indices("A")], B[ex.indices("B")]
+        c_e, c_h = np.empty(ex.shape("C")), np.empty(ex.shape("C"))
+        idx = ex.indices("C")
+        rows.append(measure(ctx, f"matmul {m}x{n}x{k}, grid {plan.grid}", "Allgatherv ; gemm ; Reduce_scatter "
+                            "(Split fibers)", a.nbytes + b.nbytes, ex,
+                            Side(lambda: ex(a, b, out=c_e), lambda: close(c_e, idx)),
+                            Side(lambda: cosma(a, b, c_h), lambda: close(c_h, idx)), rounds))
+        blocked = {w: ([ex.indices(w, r) for r in range(p)], "C") for w in "ABC"}
+        blk = {w: np.empty(ex.shape(w)) for w in "ABC"}
+    with plan.bind(world, layout="scalapack") as sx:
+        cyc = {w: ([sx.indices(w, r) for r in range(p)], "F") for w in "ABC"}
+        conv = {w: HandConversion(me, p, *((cyc[w], blocked[w]) if w != "C" else (blocked[w], cyc[w])),
+                                  sx.global_shape(w)) for w in "ABC"}
+        a_s, b_s = np.asfortranarray(A[sx.indices("A")]), np.asfortranarray(B[sx.indices("B")])
+        s_e, s_h = np.empty(sx.shape("C"), order="F"), np.empty(sx.shape("C"), order="F")
+        idx = sx.indices("C")
+
+        def by_hand():
+            conv["A"](world, a_s.reshape(-1, order="F"), blk["A"].reshape(-1))
+            conv["B"](world, b_s.reshape(-1, order="F"), blk["B"].reshape(-1))
+            cosma(blk["A"], blk["B"], blk["C"])
+            conv["C"](world, blk["C"], s_h.reshape(-1, order="F"))
+
+        (pr, pc), (mb, nb) = sx.grid, sx.block
+        rows.append(measure(ctx, f"matmul {m}x{n}x{k}, scalapack layout {mb}x{nb} on {pr}x{pc}",
+                            "Alltoallv ×2 ; the above ; Alltoallv", a_s.nbytes + b_s.nbytes, sx,
+                            Side(lambda: sx(a_s, b_s, out=s_e), lambda: close(s_e, idx)),
+                            Side(by_hand, lambda: close(s_h, idx)), rounds))
+    cosma.free()
+    return rows
+
+
+def _residual_ok(ex, x_loc, A, b) -> bool:
+    """Scaled residual ‖Ax − b‖ / (‖A‖·‖x‖·N·ε) ≤ 10 of the solution whose rows this rank holds."""
+    x = ex.collect(x_loc)
+    ok = None
+    if ex.rank == 0:
+        res = np.linalg.norm(A @ x - b) / (np.linalg.norm(A) * np.linalg.norm(x) * ex.N * np.finfo(float).eps)
+        ok = bool(res <= 10)
+    return ex.comm.bcast(ok, root=0)
+
+
+def factorization(ctx, quick: bool, repeats) -> list[dict]:
+    world, p, me = ctx.world, ctx.size, ctx.rank
+    N = 192 if quick else 1536
+    rng = np.random.default_rng(3)
+    M, b = rng.standard_normal((N, N)), rng.standard_normal(N)
+    rows = []
+    for kind in ("lu", "cholesky"):
+        A = M if kind == "lu" else M @ M.T + N * np.eye(N)
+        plan = mp.plan_factorization(kind, N, p)
+        dup = world.Split(0, me)                     # by hand: the kernels' private communicator, made once
+        with plan.bind(world) as ex:
+            lay = Layout(N, ex.grid, me, ex.dtype)
+            a_loc = A[np.ix_(ex.rows, ex.cols)]
+            b_loc = b[ex.rows]
+            first = ex.coords[2] == 0
+            got = {}
+
+            def ours():
+                got["ours"] = ex.factor(a_loc)
+
+            def by_hand():
+                tile = a_loc.copy() if first else np.zeros(ex.local_shape)
+                if kind == "cholesky":
+                    got["hand"] = confchox(dup, lay, tile)[:1]
+                    return
+                amax = np.array([np.abs(a_loc).max() if first else 0.0])
+                dup.Allreduce(MPI.IN_PLACE, amax, MPI.MAX)
+                F, steps, diag, _ = conflux_lu(dup, lay, tile, N * np.finfo(float).eps * amax[0])
+                got["hand"] = (F, [np.asarray(s["pivots"], dtype=np.int64) for s in steps if "pivots" in s], diag)
+
+            def hand_solve(B):
+                if kind == "cholesky":
+                    return cholesky_solve(dup, lay, got["hand"][0], B)
+                F, steps, diag = got["hand"]
+                return lu_solve(dup, lay, F, steps, diag, B)
+
+            B = b_loc.reshape(-1, 1)
+            ok_ours = lambda: _residual_ok(ex, got["ours"].solve(b_loc), A, b)  # noqa: E731
+            ok_hand = lambda: _residual_ok(ex, hand_solve(B).reshape(-1), A, b)  # noqa: E731
+            grid = f"grid {list(plan.grid)} v={plan.block}"
+            rounds = _rounds(repeats, 5, quick)
+            rows.append(measure(ctx, f"{kind} factor N={N}, {grid}", f"{'COnfLUX' if kind == 'lu' else 'COnfCHOX'} "
+                                "kernel on a raw comm", a_loc.nbytes, ex, Side(ours, ok_ours),
+                                Side(by_hand, ok_hand), rounds))
+            sol = {}
+            rows.append(measure(ctx, f"{kind} solve N={N}, {grid}", "the same solve kernel on a raw comm",
+                                b_loc.nbytes, ex,
+                                Side(lambda: sol.__setitem__("ours", got["ours"].solve(b_loc)),
+                                     lambda: _residual_ok(ex, sol["ours"], A, b)),
+                                Side(lambda: sol.__setitem__("hand", hand_solve(B)),
+                                     lambda: _residual_ok(ex, sol["hand"].reshape(-1), A, b)),
+                                _rounds(repeats, 20, quick)))
+        dup.Free()
+    return rows

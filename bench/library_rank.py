@@ -1,0 +1,109 @@
+"""MPI program of ``bench/library.py``: every executor of ``plan.bind(comm)`` beside the hand-written mpi4py
+version of its own communication, timed interleaved in one launch (docs/library.md, "Overhead").
+
+    mpiexec -n 4 python bench/library_rank.py JOB.json
+
+The job is ``{"quick": bool, "repeats": int | null, "only": [case, …] | null}``; rank 0 prints
+``{"np", "pmpi", "blas_threads", "rows": [...]}``.  Each row is one executor call against a plain mpi4py
+program a user would write by hand that makes the same MPI calls on the same data: the same collectives
+and point-to-point messages, on sub-communicators made once with ``Comm.Split``, the same local compute
+(the gemm, the packing of strided boxes), buffers preallocated where the executor keeps them, on plain
+(uncounted) communicators.  The factorization's hand-written side calls the same COnfLUX / COnfCHOX kernels
+directly on a raw mpi4py communicator (an LU's communication is inseparable from its algorithm).
+
+Per row (:func:`measure`): both sides run once and are verified (against numpy, and against each other);
+with the PMPI counter preloaded the bytes each side hands to MPI in one call are compared rank by rank;
+then ``meshplan`` (the executor), ``mpi4py`` (the hand-written version) and ``mpi4py_again`` (the same
+hand-written call, an A/A control of the noise) are timed interleaved in a fresh random order per round
+(:func:`~meshplan.exec.runtime.timing.time_interleaved`: slowest rank, median); both are verified again
+after the timed rounds.  The row's keys are those of
+:func:`~meshplan.exec.tensor.bench_rank.combine_launches`, which merges the launches.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from mpi4py import MPI
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the case modules next to this file (-P drops it)
+
+from meshplan.exec.runtime import pmpi  # noqa: E402
+from meshplan.exec.runtime.rank import RankContext, rank_main  # noqa: E402
+from meshplan.exec.runtime.timing import time_interleaved  # noqa: E402
+
+__all__ = ["handle", "measure", "Side"]
+
+#: the variables that pin BLAS to one thread per rank (set by bench/library.py for every rank)
+BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+class Side:
+    """One side of a row: ``run()`` makes the call under test, ``check()`` says (on this rank) whether the
+    last call's result is right."""
+
+    __slots__ = ("run", "check")
+
+    def __init__(self, run: Callable[[], object], check: Callable[[], bool]) -> None:
+        self.run, self.check = run, check
+
+
+def _all(comm, flag: bool) -> bool:
+    return bool(comm.allreduce(bool(flag), op=MPI.LAND))
+
+
+def _pmpi_bytes(comm, call: Callable[[], object]) -> tuple[int, int] | None:
+    """``(sent, received)`` bytes this rank hands to MPI in one ``call`` (PMPI counter), None without it."""
+    comm.Barrier()
+    before = pmpi.read()
+    call()
+    return pmpi.diff(before)
+
+
+def measure(ctx: RankContext, name: str, baseline: str, payload: int, executor: Any, ours: Side, hand: Side,
+            repeats: int) -> dict:
+    """Verify, count and time one executor call (``ours``) beside its hand-written version (``hand``)."""
+    world = ctx.world
+    before = executor.counter.sent, executor.counter.shared
+    ours.run()
+    sent, shared = executor.counter.sent - before[0], executor.counter.shared - before[1]
+    ok_ours = ours.check()
+    hand.run()
+    ok_hand = hand.check()
+    mine, theirs = _pmpi_bytes(world, ours.run), _pmpi_bytes(world, hand.run)
+    same = None if mine is None else _all(world, mine == theirs)
+    mpi_bytes = None if mine is None else [world.allreduce(mine[0]), world.allreduce(theirs[0])]
+    fns = {"meshplan": ours.run, "mpi4py": hand.run, "mpi4py_again": hand.run}
+    med = {k: v.median_s for k, v in time_interleaved(world, fns, repeats=repeats, warmup=1).items()}
+    ok_ours = _all(world, ok_ours and ours.check())     # the result of the last timed call, too
+    ok_hand = _all(world, ok_hand and hand.check())
+    return {"primitive": name, "baseline": baseline, "bytes_per_rank": int(payload),
+            "bytes_sent_total": int(world.allreduce(sent)), "bytes_shared_total": int(world.allreduce(shared)),
+            "bytes_equal_model": same, "mpi_bytes_sent": mpi_bytes,
+            "verified_meshplan": ok_ours, "verified_mpi4py": ok_hand, "repeats": repeats,
+            "time_s": med["meshplan"], "baseline_s": med["mpi4py"], "ratio": med["meshplan"] / med["mpi4py"],
+            "ratio_baseline_again": med["mpi4py_again"] / med["mpi4py"],
+            "time_new_array_s": None, "ratio_new_array": None}
+
+
+def handle(ctx: RankContext, job: dict) -> dict:
+    from library_cases import CASES  # noqa: PLC0415 - next to this file
+
+    quick = bool(job.get("quick"))
+    only = job.get("only") or list(CASES)
+    rows = []
+    for i, case in enumerate(only):
+        ctx.progress(i, len(only), case)
+        rows += CASES[case](ctx, quick, job.get("repeats"))
+    ctx.progress(len(only), len(only), "done")
+    return {"np": ctx.size, "pmpi": pmpi.active(), "blas_threads": {v: os.environ.get(v) for v in BLAS_ENV},
+            "rows": rows}
+
+
+if __name__ == "__main__":
+    sys.modules.setdefault("library_rank", sys.modules["__main__"])  # the case modules import this one
+    rank_main(handle)
