@@ -24,6 +24,7 @@ small uncounted reduction, so none waits for another.  Bad input raises ``ModelE
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,7 @@ from meshplan.exec.factorization.common import Layout
 from meshplan.exec.factorization.confchox import confchox
 from meshplan.exec.factorization.conflux import conflux_lu
 from meshplan.exec.factorization.solve import cholesky_solve, lu_solve
-from meshplan.exec.runtime.executor import Executor, _check_root, gather_pieces, scatter_pieces
+from meshplan.exec.runtime.executor import Executor, check_root, gather_pieces, scatter_pieces
 from meshplan.models.core.errors import ModelError
 from meshplan.models.factorization.breakdown import breakdown
 
@@ -87,7 +88,7 @@ class FactorExecutor(Executor):
     def distribute_rhs(self, b_global: Any, root: int = 0) -> np.ndarray:
         """This rank's rows ``b[rows]`` of a right-hand side (length ``N`` or ``N × nrhs``) only ``root`` holds."""
         self._require_open()
-        root = _check_root(self._control, root)
+        root = check_root(self._control, root)
         shape = None
         if self.rank == root and b_global is not None:
             shape = np.shape(b_global)
@@ -118,14 +119,22 @@ class FactorExecutor(Executor):
 
     def _agree_rows(self, x: np.ndarray, what: str) -> tuple[int, ...]:
         """Check on every rank that each rank's ``x`` has its rows (and all the same columns); the trailing
-        shape."""
+        shape.  One small buffer ``Allgather`` of ``(bad, ndim, columns)`` per rank decides (a solve is a
+        hot path); only when some rank is wrong do the ranks gather their whole shapes for the message."""
+        s = x.shape
+        bad = len(s) not in (1, 2) or s[0] != len(self.rows) or (len(s) == 2 and s[1] < 1)
+        mine = np.array([int(bad), len(s), s[1] if len(s) == 2 and not bad else 0], dtype=np.int64)
+        every = np.empty((self.size, 3), dtype=np.int64)
+        self._control.Allgather(mine, every)
+        if not every[:, 0].any() and (every[:, 1:] == every[0, 1:]).all():
+            return tuple(s[1:])
         shapes = self._control.allgather(x.shape)
         for r, s in enumerate(shapes):
             want = len(self._part(r)[0])
             if len(s) not in (1, 2) or s[0] != want or s[1:] != shapes[0][1:] or (len(s) == 2 and s[1] < 1):
                 raise ModelError(f"{what} on rank {r} has shape {tuple(s)}; it must hold that rank's {want} rows "
                                  f"(ex.rows), with the same number of columns on every rank", param=what)
-        return tuple(shapes[0][1:])
+        raise AssertionError(f"{what}: the ranks' shapes {shapes} disagree")  # pragma: no cover - the loop raised
 
     # -- factor and solve (counted) ------------------------------------------------------------------------
     def factor(self, A_loc: Any) -> "Factors":
@@ -140,8 +149,15 @@ class FactorExecutor(Executor):
         A = np.asarray(A_loc)
         ok = A.shape == self.local_shape
         first = self.coords[2] == 0
-        finite = not (ok and first) or bool(np.isfinite(A).all())
-        amax = float(np.max(np.abs(A))) if ok and first and finite and A.size else 0.0
+        finite, amax = True, 0.0
+        if ok and first and A.size:
+            if A.dtype.kind == "f":  # two passes, no temporary: NaN propagates through max and min, ±inf shows
+                hi, lo = float(A.max()), float(A.min())
+                finite = math.isfinite(hi) and math.isfinite(lo)
+                amax = max(hi, -lo) if finite else 0.0
+            else:
+                finite = bool(np.isfinite(A).all())
+                amax = float(np.max(np.abs(A))) if finite else 0.0
         flags = np.array([amax, -1 if ok else self.rank, -1 if finite else self.rank], dtype=np.float64)
         agreed = np.empty_like(flags)
         self._control.Allreduce(flags, agreed, MPI.MAX)

@@ -21,31 +21,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from meshplan.models.core.dtypes import NUMPY_NAMES
+from meshplan.models.core.dtypes import as_dtype
 from meshplan.models.core.errors import ModelError
 
 __all__ = ["integer_array", "index_tile", "INDEX_MOD", "block_range", "block_slices", "block_of",
-           "cyclic_indices", "numpy_dtype", "SHORT_DTYPES"]
+           "cyclic_indices", "numpy_dtype"]
 
 #: modulus of :func:`index_tile`'s values (a prime below 2^24: exact in float32)
 INDEX_MOD = 16777213
-#: short dtype names (``bf16`` runs as float32: numpy has no bfloat16)
-#: numpy has no bfloat16: bf16 data runs as float32 (integer-valued, so sums stay exact)
-SHORT_DTYPES = {k: np.float32 if k == "bf16" else np.dtype(v).type for k, v in NUMPY_NAMES.items()}
-
-
 def numpy_dtype(name: str) -> np.dtype:
-    """A short (``f32``) or numpy (``float32``) dtype name as a numpy dtype; :class:`ModelError` if unknown."""
-    if name in SHORT_DTYPES:
-        return np.dtype(SHORT_DTYPES[name])
-    try:
-        dt = np.dtype(name)
-    except TypeError:
-        dt = None
-    if dt is None or dt.kind not in "iuf":
-        raise ModelError(f"unknown dtype {name!r}; use one of {', '.join(SHORT_DTYPES)} "
-                         "or a numpy name such as float32")
-    return dt
+    """The numpy dtype data of element type ``name`` (either spelling) is held in
+    (:func:`~meshplan.models.core.dtypes.as_dtype`; ``bf16`` runs as float32: numpy has no bfloat16)."""
+    return np.dtype(as_dtype(name).numpy_runnable)
 
 
 def integer_array(seed: int, key: int | Sequence[int], shape: int | Sequence[int], dtype="int64", *,

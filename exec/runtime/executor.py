@@ -27,7 +27,7 @@ from mpi4py import MPI
 from meshplan.exec.runtime.comms import ByteCounter, CountingComm, SubComms
 from meshplan.models.core.errors import ModelError
 
-__all__ = ["Executor", "as_comm", "scatter_pieces", "gather_pieces"]
+__all__ = ["Executor", "as_comm", "check_root", "scatter_pieces", "gather_pieces"]
 
 
 def as_comm(comm: Any) -> tuple[Any, ByteCounter]:
@@ -80,7 +80,7 @@ class Executor:
         self.close()
 
 
-def _check_root(comm, root: Any) -> int:
+def check_root(comm, root: Any) -> int:
     if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= int(root) < comm.Get_size():
         raise ModelError(f"root must be a rank of the communicator (0..{comm.Get_size() - 1}), got {root!r}",
                          param="root")
@@ -94,7 +94,7 @@ def scatter_pieces(comm, root: int, global_array: Any, shapes: Sequence[tuple[in
     (of shape ``shapes[r]``), cut on the root and sent with one ``Scatterv``; returns this rank's piece
     (C-contiguous, ``dtype``).  Other ranks pass ``None``.  The root checks the global array's shape and
     everyone learns the verdict before any data moves (no rank waits for a piece that never comes)."""
-    root = _check_root(comm, root)
+    root = check_root(comm, root)
     me = comm.Get_rank()
     problem = ""
     if me == root:
@@ -128,7 +128,7 @@ def gather_pieces(comm, root: int, local: Any, shapes: Sequence[tuple[int, ...]]
                   dtype: Any, *, what: str) -> np.ndarray | None:
     """The global array on ``root`` from every rank's piece (``place(global, r, piece)`` writes rank ``r``'s
     piece, of shape ``shapes[r]``), gathered with one ``Gatherv``; ``None`` on the other ranks."""
-    root = _check_root(comm, root)
+    root = check_root(comm, root)
     me = comm.Get_rank()
     dt = np.dtype(dtype)
     arr = np.asarray(local)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from meshplan.api.inputs import as_bytes, as_seconds, as_system
-from meshplan.models.core.values import Value, freeze, library_field, value
+from meshplan.models.core.values import Value, freeze, library_field, optional_field, value
 from meshplan.models.core.errors import ModelError
 from meshplan.models.core.limits import check_memory
 
@@ -31,19 +31,11 @@ class Calibration(Value):
     and fitted latency/bandwidth; per collective: measured vs simulated).  :meth:`to_json` is the
     ``calibrate --json`` document; ``system`` holds the fitted :class:`~meshplan.models.core.system.System`."""
 
-    name: str | None
-    description: str | None
+    name: str | None = optional_field(required=True)
+    description: str | None = optional_field(required=True)
     levels: tuple
     calibration: Mapping
     system: Any = library_field()
-
-    def to_json(self) -> dict[str, Any]:
-        """The system file (docs/formats.md) with its ``calibration`` section."""
-        doc = Value.to_json(self)
-        for key in ("name", "description"):
-            if doc[key] is None:
-                del doc[key]
-        return doc
 
     def save(self, path: str | Path) -> Path:
         """Write the system file to ``path`` (the input of ``--system FILE``)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from meshplan.api.inputs import as_params
 from meshplan.models.core.errors import ModelError
-from meshplan.models.core.values import Value, freeze, library_field, value
+from meshplan.models.core.values import Value, freeze, library_field, optional_field, value
 from meshplan.models.counting.problem import CountProblem
 
 __all__ = ["CountRun", "CountPlan", "count_iterations"]
@@ -49,17 +49,9 @@ class CountPlan(Value):
     bounds: Mapping
     unknowns: tuple[str, ...]
     notes: tuple[str, ...]
-    values: Mapping | None = None
-    verification: CountRun | None = None
+    values: Mapping | None = optional_field()
+    verification: CountRun | None = optional_field()
     result: Any = library_field()
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``--json`` document (``values`` and ``verification`` only when asked for)."""
-        doc = Value.to_json(self)
-        for key in ("values", "verification"):
-            if doc[key] is None:
-                del doc[key]
-        return doc
 
     @property
     def known(self) -> set[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from meshplan.models.core.checks import as_int_tuple
 from meshplan.models.core.errors import ModelError, quote
 
 __all__ = ["is_file", "as_system", "as_int_tuple", "as_bytes", "as_matrix_rows", "as_params", "as_mesh", "as_type",
@@ -39,30 +40,6 @@ def as_system(system: Any):
         return System.parse(system)
     raise ModelError(f"system must be a System, a preset name, a file or levels like node=4,gpu=8, "
                      f"got {type(system).__name__}")
-
-
-def as_int_tuple(value: Any, what: str) -> tuple[int, ...]:
-    """``"4,16"``, ``4`` or ``(4, 16)`` -> ``(4, 16)``; errors name ``what`` (e.g. ``--axes``)."""
-    if isinstance(value, bool):
-        raise ModelError(f"{what} must be integers, got {value!r}", param=what)
-    if isinstance(value, int):
-        return (value,)
-    if isinstance(value, str):
-        try:
-            out = tuple(int(x) for x in value.replace(" ", "").split(",") if x != "")
-        except ValueError:
-            raise ModelError(f"{what} must be comma-separated integers, got {value!r}", param=what) from None
-    else:
-        try:
-            items = list(value)
-        except TypeError:
-            raise ModelError(f"{what} must be integers like 4,16, got {value!r}", param=what) from None
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in items):
-            raise ModelError(f"{what} must be integers, got {value!r}", param=what)
-        out = tuple(items)
-    if not out:
-        raise ModelError(f"{what} is empty", param=what)
-    return out
 
 
 #: the longest time limit accepted (one week, in seconds)

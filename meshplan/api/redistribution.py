@@ -13,7 +13,7 @@ from typing import Any
 
 from meshplan.api.inputs import as_mesh, as_type
 from meshplan.models.core.errors import ModelError
-from meshplan.models.core.values import Value, library_field, value
+from meshplan.models.core.values import Value, library_field, optional_field, value
 from meshplan.models.redistribution.problem import RedistributionProblem
 
 __all__ = ["RedistributionStep", "RedistributionProgram", "RedistributionPlan", "ProgramRunStats",
@@ -34,13 +34,7 @@ class RedistributionStep(Value):
     local_size: int
     local_bytes: int
     cost_bytes: int
-    moved_devices: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        doc = Value.to_json(self)
-        if self.moved_devices is None:  # the key exists for an allpermute only
-            del doc["moved_devices"]
-        return doc
+    moved_devices: int | None = optional_field()  # an allpermute's only
 
 
 @value
@@ -97,17 +91,10 @@ class RedistributionPlan(Value):
     within_bound: bool
     baseline: RedistributionProgram
     dtype: str
-    run: RedistributionRun | None = None
+    run: RedistributionRun | None = optional_field()  # only when the plans ran
     search: Any = library_field()
     baseline_plan: Any = library_field()
     problem: Any = library_field()
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``--json`` document (``run`` only when the plans ran)."""
-        doc = Value.to_json(self)
-        if doc["run"] is None:
-            del doc["run"]
-        return doc
 
     @property
     def verified(self) -> bool:

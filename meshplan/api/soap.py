@@ -213,7 +213,7 @@ def analyze_bounds(source: Any, *, function: str | None = None, params: Any = No
             bad = [f for f in res.findings if f.status != "ok"]
             if bad:
                 raise SoapViolation(bad[0].message + " (strict forbids projections)",
-                                    condition=bad[0].condition, statement=bad[0].statement)
+                                    condition=bad[0].condition, statement=bad[0].statement, param="strict")
         say(i, len(programs), f"{prog.name}: evaluating" + (", CP-SAT tiles" if tiles and values else ""))
         doc = report_json(res, values, tiles=tiles, time_limit_s=time_limit_s)
         if schedule:

@@ -46,7 +46,9 @@ def register(subparsers) -> None:
     h.add_argument("--stride", default="1", help="stride (default 1)")
     h.add_argument("--padding", default="0", help="zero padding on both sides (default 0)")
     h.add_argument("--dilation", default="1", help="dilation (default 1)")
-    add_dtype_flag(h, choices=("f64", "f32", "f16", "bf16", "i64", "i32", "i16", "i8"), default="f64",
+    from meshplan.models.core.dtypes import DTYPES
+
+    add_dtype_flag(h, choices=list(DTYPES), default="f64",
                    help="element type, for the bytes each rank sends")
     add_common_flags(h)
     h.set_defaults(func=run_halo)

@@ -1,4 +1,5 @@
-"""The one validation site of the parameters every capability shares: ranks and repetitions.
+"""The one validation site of the parameters every capability shares: ranks and repetitions (and the one reader
+of integer lists such as ``axes="4,16"``).
 
 ``np`` (or ``p``: how many MPI ranks, one per device) and ``repeats`` (timed repetitions of a measurement) are
 checked here and nowhere else; ``dtype`` is checked by :func:`meshplan.models.core.dtypes.as_dtype`.  Errors
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from meshplan.models.core.errors import ModelError, quote
 
-__all__ = ["check_ranks", "check_repeats"]
+__all__ = ["check_ranks", "check_repeats", "as_int_tuple"]
 
 
 def check_ranks(value: Any, what: str = "np") -> int:
@@ -36,3 +39,28 @@ def check_repeats(value: Any, what: str = "repeats") -> int:
                          param=what)
     check_limit("repeats", value, what, param=what)
     return int(value)
+
+
+def as_int_tuple(value: Any, what: str) -> tuple[int, ...]:
+    """``"4,16"``, ``4`` or ``(4, 16)`` -> ``(4, 16)`` (numpy integers too); errors name ``what`` (the parameter,
+    e.g. ``axes``)."""
+    if isinstance(value, bool):
+        raise ModelError(f"{what} must be integers, got {value!r}", param=what)
+    if isinstance(value, int):
+        return (value,)
+    if isinstance(value, str):
+        try:
+            out = tuple(int(x) for x in value.replace(" ", "").split(",") if x != "")
+        except ValueError:
+            raise ModelError(f"{what} must be comma-separated integers, got {value!r}", param=what) from None
+    else:
+        try:
+            items = list(value)
+        except TypeError:
+            raise ModelError(f"{what} must be integers like 4,16, got {value!r}", param=what) from None
+        if not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in items):
+            raise ModelError(f"{what} must be integers, got {quote(value)}", param=what)
+        out = tuple(int(x) for x in items)
+    if not out:
+        raise ModelError(f"{what} is empty", param=what)
+    return out

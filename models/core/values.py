@@ -3,8 +3,8 @@
 Every problem, plan and result of meshplan is a frozen dataclass declared with :func:`value`:
 
 * its JSON is *derived* from its fields by :func:`jsonify` (fields declared with :func:`library_field` are left
-  out: they hold the library objects a value was built from), so ``--json`` prints ``value.to_json()`` and no
-  module builds a dict by hand;
+  out: they hold the library objects a value was built from; fields declared with :func:`optional_field` are
+  left out while they are None), so ``--json`` prints ``value.to_json()`` and no module builds a dict by hand;
 * its ``repr`` is short (at most :data:`REPR_LIMIT` characters, long fields abbreviated), so a value with a
   thousand placements still prints as one line;
 * ``type(v).json_keys()`` are the keys of ``v.to_json()``, in field order.
@@ -23,7 +23,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-__all__ = ["Value", "value", "library_field", "jsonify", "json_fields", "short_repr", "freeze", "REPR_LIMIT"]
+__all__ = ["Value", "value", "library_field", "optional_field", "jsonify", "json_fields", "short_repr", "freeze",
+           "REPR_LIMIT"]
 
 #: the longest ``repr`` of a value (characters)
 REPR_LIMIT = 300
@@ -35,6 +36,14 @@ def library_field(default: Any = None) -> Any:
     """A field holding the library object a value was built from: not part of the JSON, of ``==`` or of the
     repr."""
     return dataclasses.field(default=default, compare=False, repr=False, metadata={"json": False})
+
+
+def optional_field(default: Any = None, *, required: bool = False) -> Any:
+    """A field whose key the JSON leaves out while it is None (``run`` before a plan ran, ``name`` of a system
+    without one); ``required=True`` gives it no default (so it may precede required fields)."""
+    if required:
+        return dataclasses.field(metadata={"omit_none": True})
+    return dataclasses.field(default=default, metadata={"omit_none": True})
 
 
 def json_fields(obj_or_cls: Any) -> tuple[dataclasses.Field, ...]:
@@ -54,7 +63,7 @@ def jsonify(obj: Any) -> Any:
     if to_json is not None and callable(to_json) and not isinstance(obj, type):
         return to_json()
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: jsonify(getattr(obj, f.name)) for f in json_fields(obj)}
+        return _fields_json(obj)
     if isinstance(obj, Mapping):
         return {(k if isinstance(k, str) else str(jsonify(k))): jsonify(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):
@@ -104,14 +113,25 @@ def short_repr(obj: Any, limit: int = REPR_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 2] + "…)"
 
 
+def _fields_json(obj: Any) -> dict[str, Any]:
+    out = {}
+    for f in json_fields(obj):
+        v = getattr(obj, f.name)
+        if v is None and f.metadata.get("omit_none"):
+            continue
+        out[f.name] = jsonify(v)
+    return out
+
+
 class Value:
     """Base of every value declared with :func:`value`: derived JSON, JSON keys and a short repr."""
 
     __slots__ = ()
 
     def to_json(self) -> dict[str, Any]:
-        """This value as JSON: its fields (library fields left out), by :func:`jsonify`."""
-        return {f.name: jsonify(getattr(self, f.name)) for f in json_fields(self)}
+        """This value as JSON: its fields (library fields left out, optional ones while None), by
+        :func:`jsonify`."""
+        return _fields_json(self)
 
     @classmethod
     def json_keys(cls) -> tuple[str, ...]:

@@ -27,11 +27,12 @@ __all__ = ["SoapViolation", "Component", "Finding", "components", "check_conditi
 class SoapViolation(ModelError):
     """The program is outside SOAP and no projection of section 5.5 applies."""
 
-    def __init__(self, message: str, *, condition: str, statement: str | None = None) -> None:
+    def __init__(self, message: str, *, condition: str, statement: str | None = None,
+                 param: str | None = None) -> None:
         self.condition = condition
         self.statement = statement
         where = f"statement {statement}: " if statement else ""
-        super().__init__(f"{where}SOAP condition {condition} violated: {message}")
+        super().__init__(f"{where}SOAP condition {condition} violated: {message}", param=param)
 
 
 @dataclass(frozen=True, slots=True)

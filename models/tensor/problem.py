@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from meshplan.models.core.checks import as_int_tuple
 from meshplan.models.core.dtypes import as_dtype
 from meshplan.models.core.errors import ModelError
 from meshplan.models.core.values import Value, value
@@ -22,19 +23,7 @@ __all__ = ["HaloProblem"]
 
 def _spatial(val: Any, what: str, n_spatial: int, minimum: int) -> tuple[int, ...]:
     """One value per spatial dimension from an int, a sequence or text like ``3`` / ``3,5``."""
-    if isinstance(val, str):
-        try:
-            vals = tuple(int(v) for v in val.replace(" ", "").split(",") if v)
-        except ValueError:
-            raise ModelError(f"{what} must be integers like 3 or 3,5, got {val!r}", param=what) from None
-    elif isinstance(val, int) and not isinstance(val, bool):
-        vals = (val,)
-    else:
-        try:
-            vals = tuple(int(v) for v in val)
-        except (TypeError, ValueError):
-            raise ModelError(f"{what} must be an integer or one per spatial dimension, got {val!r}",
-                             param=what) from None
+    vals = as_int_tuple(val, what)
     if len(vals) == 1:
         vals = vals * n_spatial
     if len(vals) != n_spatial:
@@ -73,8 +62,8 @@ class HaloProblem(Value):
            dtype: Any = "f64") -> "HaloProblem":
         """The problem from part counts and a shape (sequences or text like ``1,1,4``) and per-spatial-dimension
         window values (one value for every spatial dimension, or one each)."""
-        parts = _ints(partition, "partition")
-        dims = _ints(shape, "shape")
+        parts = as_int_tuple(partition, "partition")
+        dims = as_int_tuple(shape, "shape")
         if any(n < 0 for n in dims):
             raise ModelError(f"shape {','.join(map(str, dims))} has a negative length", param="shape")
         if any(p < 1 for p in parts):
@@ -91,21 +80,3 @@ class HaloProblem(Value):
                      (0,) * lead + _spatial(padding, "padding", ns, 0),
                      (1,) * lead + _spatial(dilation, "dilation", ns, 1))
         return cls(CartesianPartition.of(parts), dims, win, dtype)
-
-
-def _ints(value: Any, what: str) -> tuple[int, ...]:
-    if isinstance(value, str):
-        try:
-            out = tuple(int(x) for x in value.replace(" ", "").split(",") if x != "")
-        except ValueError:
-            raise ModelError(f"{what} must be comma-separated integers, got {value!r}", param=what) from None
-    elif isinstance(value, int) and not isinstance(value, bool):
-        out = (value,)
-    else:
-        try:
-            out = tuple(int(x) for x in value)
-        except (TypeError, ValueError):
-            raise ModelError(f"{what} must be integers like 1,1,4, got {value!r}", param=what) from None
-    if not out:
-        raise ModelError(f"{what} is empty", param=what)
-    return out

@@ -138,7 +138,7 @@ def test_export_and_show_paths_checked(cli, tmp_path, kind, schedule):
     code, _, err = cli("export", str(schedule), "--format", "mpi4py", "-o", _bad(tmp_path, kind))
     assert code == 2 and err.startswith("error: cannot write -o file"), err
     code, _, err = cli("show", str(schedule), "--png", _bad(tmp_path, kind).replace(".json", ".png"))
-    assert code == 2 and err.startswith("error: cannot write --png file"), err
+    assert code == 2 and err.startswith("error: cannot write picture"), err
 
 
 def _stat_or_none(path):
