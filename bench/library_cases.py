@@ -5,7 +5,9 @@ how a row is measured; the matmul and factorization rows are in bench/library_ke
 * reduction (P2 §3.2): the fastest synthesized program on ``node=2,gpu=p/2`` — ReduceScatter inside each node,
   AllReduce across the nodes, AllGather inside each node — vs ``Reduce_scatter_block`` / ``Allreduce``
   (in place) / ``Allgather`` on two ``Comm.Split`` communicators; and the single-AllReduce program vs
-  ``COMM_WORLD.Allreduce``; 1 and 16 MiB per rank, integer-valued floats (exact sums).
+  ``COMM_WORLD.Allreduce``; 1 and 16 MiB per rank, integer-valued floats (exact sums).  A control row times
+  ``COMM_WORLD.Allreduce`` after 2 µs of Python against itself: what a little per-call Python costs when
+  four ranks share two cores.
 * redistribution (Rink et al. §5–7): a row-to-column transpose on ``x=p`` (one ``Alltoall``, the send pieces
   packed by a numpy transpose), a reshard on ``x=2,y=p/2`` that is one ``Alltoall`` inside each y-group (a
   Split communicator), and a pure tile permutation (one ``Sendrecv``); 4 MiB per rank.  Each step's arrays
@@ -14,7 +16,8 @@ how a row is measured; the matmul and factorization rows are in bench/library_ke
 * halo (DistDL §3.2.5): a (8, 16, L) tensor split along L over the ranks, kernel 5, padding 2, 4 MiB per
   rank: forward (copy the owned block into the extended one, pack the two edges and ``Isend`` them,
   ``Irecv`` the neighbours' edges through a subarray datatype) and adjoint (send the halo back, add it
-  into its owner).
+  into its owner); a reference row does the adjoint by hand as the primitive does it locally (the owned
+  block zeroed, then the local box added, instead of copied).
 """
 
 from __future__ import annotations
@@ -24,13 +27,9 @@ from mpi4py import MPI
 
 import meshplan as mp
 from library_kernels import factorization, matmul
-from library_rank import Side, measure
+from library_rank import Side, measure, rounds as _rounds, spin
 
 __all__ = ["CASES", "reduction", "redistribution", "halo"]
-
-
-def _rounds(repeats, default: int, quick: bool) -> int:
-    return int(repeats) if repeats else (3 if quick else default)
 
 
 def _program(plan, steps):
@@ -41,6 +40,19 @@ def _program(plan, steps):
         if [(str(s.collective), tuple(map(tuple, s.groups))) for s in rp.steps] == list(steps):
             return j, rp
     raise LookupError(f"no synthesized program {steps}")
+
+
+def _intermediate(red, x: np.ndarray, out: np.ndarray, size: int) -> np.ndarray:
+    """The executor's own buffer between its first and second step, flat (after one call has made it): the
+    hand-written side reduces into the same memory.  Two arrays of one size differ in speed by where they lie:
+    the same hand-written calls ran 5–8% apart at 16 MiB per rank on their own buffer and on the executor's,
+    either way round from one launch to the next — a difference of placement, not of the code."""
+    red.allreduce(x, out=out)
+    (bufs,) = [b for b in red._buffers.values() if b.dtype == x.dtype and b.E * red.k == x.size]
+    part = bufs.arrays[("out", 0)].reshape(-1)
+    if part.size != size:
+        raise AssertionError(f"the executor's first step leaves {part.size} elements, by hand {size}")
+    return part
 
 
 def reduction(ctx, quick: bool, repeats) -> list[dict]:
@@ -64,27 +76,33 @@ def reduction(ctx, quick: bool, repeats) -> list[dict]:
             n = size // 8 // p * p
             x = np.random.default_rng(me).integers(-1000, 1000, n).astype(np.float64)
             want = sum(np.random.default_rng(r).integers(-1000, 1000, n) for r in range(p)).astype(np.float64)
-            out_e, out_h, part = np.empty(n), np.empty(n), np.empty(n // g)
+            out = np.empty(n)                           # one output for both sides
+            poison = lambda: out.fill(np.nan)  # noqa: E731
+            part = _intermediate(red_h, x, out, n // g)
 
             def by_hand():
                 node.Reduce_scatter_block(x, part, MPI.SUM)
                 if cross is not None:
                     cross.Allreduce(MPI.IN_PLACE, part, MPI.SUM)
-                node.Allgather(part, out_h)
+                node.Allgather(part, out)
 
-            ok = lambda out: np.array_equal(out, want)  # noqa: E731
+            ok = lambda: np.array_equal(out, want)  # noqa: E731
             steps = " ; ".join(s for s, _ in hier)
-            rounds = _rounds(repeats, 40 if size <= 1 << 20 else 15, quick)
+            rounds = _rounds(repeats, 200 if size <= 1 << 20 else 40, quick)
             rows.append(measure(
                 ctx, f"reduction {system} program {j_h}: {steps}",
-                "Reduce_scatter_block ; Allreduce ; Allgather (Split comms)" if cross else
-                "Reduce_scatter_block ; Allgather", n * 8, red_h,
-                Side(lambda: red_h.allreduce(x, out=out_e), lambda: ok(out_e)), Side(by_hand, lambda: ok(out_h)),
-                rounds))
+                "Reduce_scatter_block ; Allreduce ; Allgather (Split comms; the same intermediate buffer)"
+                if cross else "Reduce_scatter_block ; Allgather (the same intermediate buffer)", n * 8, red_h,
+                Side(lambda: red_h.allreduce(x, out=out), ok), Side(by_hand, ok), rounds, poison))
             rows.append(measure(
                 ctx, f"reduction {system} program {j_1}: AllReduce", "COMM_WORLD.Allreduce", n * 8, red_1,
-                Side(lambda: red_1.allreduce(x, out=out_e), lambda: ok(out_e)),
-                Side(lambda: world.Allreduce(x, out_h, MPI.SUM), lambda: ok(out_h)), rounds))
+                Side(lambda: red_1.allreduce(x, out=out), ok), Side(lambda: world.Allreduce(x, out, MPI.SUM), ok),
+                rounds, poison))
+            if size == 1 << 20 or quick:  # the sensitivity: a few µs of Python before the same call
+                rows.append(measure(
+                    ctx, "control: 2 µs of Python, then COMM_WORLD.Allreduce", "COMM_WORLD.Allreduce", n * 8, None,
+                    Side(lambda: (spin(2e-6), world.Allreduce(x, out, MPI.SUM)), ok),
+                    Side(lambda: world.Allreduce(x, out, MPI.SUM), ok), rounds, poison))
     node.Free()
     if cross is not None:
         cross.Free()
@@ -101,11 +119,11 @@ def _redistribution_row(ctx, quick, repeats, src, dst, mesh, ops, baseline, by_h
         R, C = ex.global_shape
         xg = np.arange(R * C, dtype=np.float64).reshape(R, C)
         x, want = ex.source_tile(xg), ex.target_tile(xg)
-        out_e, out_h = np.empty_like(want), np.empty_like(want)
-        hand = by_hand_of(x, out_h)
+        out = np.empty_like(want)                          # one output for both sides
+        ok = lambda: np.array_equal(out, want)  # noqa: E731
         return measure(ctx, f"redistribution {src} -> {dst} on {mesh}: {' ; '.join(ops)}", baseline, x.nbytes,
-                       ex, Side(lambda: ex(x, out=out_e), lambda: np.array_equal(out_e, want)),
-                       Side(hand, lambda: np.array_equal(out_h, want)), _rounds(repeats, 30, quick))
+                       ex, Side(lambda: ex(x, out=out), ok), Side(by_hand_of(x, out), ok),
+                       _rounds(repeats, 200, quick), lambda: out.fill(np.nan))
 
 
 def redistribution(ctx, quick: bool, repeats) -> list[dict]:
@@ -168,8 +186,7 @@ def halo(ctx, quick: bool, repeats) -> list[dict]:
     lo = MPI.DOUBLE.Create_subarray(ext, edge, (0, 0, 0)).Commit()
     hi = MPI.DOUBLE.Create_subarray(ext, edge, (0, 0, w + h)).Commit()
     s_l, s_r, r_l, r_r = (np.empty(edge) for _ in range(4))
-    out_e, out_h = np.empty(ext), np.empty(ext)
-    adj_e, adj_h = np.empty_like(x), np.empty_like(x)
+    out_h, adj_h = np.empty(ext), np.empty_like(x)        # one output for both sides
 
     def forward():
         reqs = []
@@ -190,7 +207,7 @@ def halo(ctx, quick: bool, repeats) -> list[dict]:
             out_h[..., -h:] = 0
         MPI.Request.Waitall(reqs)
 
-    def adjoint():
+    def adjoint(fill_add: bool = False):
         reqs = []
         if left is not None:
             reqs.append(world.Irecv(r_l, left, 6))
@@ -202,24 +219,33 @@ def halo(ctx, quick: bool, repeats) -> list[dict]:
         if right is not None:
             np.copyto(s_r, y[..., -h:])
             reqs.append(world.Isend(s_r, right, 6))
-        np.copyto(adj_h, y[..., h:-h])
+        if fill_add:                  # the reference: the executor's local compute (zeros, then add)
+            adj_h.fill(0)
+            np.add(adj_h, y[..., h:-h], out=adj_h)
+        else:
+            np.copyto(adj_h, y[..., h:-h])
         MPI.Request.Waitall(reqs)
         if left is not None:
             adj_h[..., :h] += r_l
         if right is not None:
             adj_h[..., -h:] += r_r
 
-    rounds = _rounds(repeats, 30, quick)
+    rounds = _rounds(repeats, 200, quick)
     name = f"halo {shape} over (1,1,{p}), kernel 5, padding 2"
     with plan.bind(world) as ex:
         if ex.out_shape != ext:
             raise AssertionError(f"halo: the executor's extended block is {ex.out_shape}, by hand {ext}")
+        ok_fwd = lambda: np.array_equal(out_h, want_fwd)  # noqa: E731
+        ok_adj = lambda: np.array_equal(adj_h, want_adj)  # noqa: E731
         rows = [measure(ctx, f"{name}: forward", "copy + packed Isend, subarray Irecv", x.nbytes, ex,
-                        Side(lambda: ex.forward(x, out=out_e), lambda: np.array_equal(out_e, want_fwd)),
-                        Side(forward, lambda: np.array_equal(out_h, want_fwd)), rounds),
+                        Side(lambda: ex.forward(x, out=out_h), ok_fwd), Side(forward, ok_fwd), rounds,
+                        lambda: out_h.fill(np.nan)),
                 measure(ctx, f"{name}: adjoint", "copy + packed Isend, Irecv + add", x.nbytes, ex,
-                        Side(lambda: ex.adjoint(y, out=adj_e), lambda: np.array_equal(adj_e, want_adj)),
-                        Side(adjoint, lambda: np.array_equal(adj_h, want_adj)), rounds)]
+                        Side(lambda: ex.adjoint(y, out=adj_h), ok_adj), Side(adjoint, ok_adj), rounds,
+                        lambda: adj_h.fill(np.nan)),
+                measure(ctx, f"{name}: adjoint", "reference: the same, the owned block zeroed then added to",
+                        x.nbytes, ex, Side(lambda: ex.adjoint(y, out=adj_h), ok_adj),
+                        Side(lambda: adjoint(True), ok_adj), rounds, lambda: adj_h.fill(np.nan))]
     lo.Free()
     hi.Free()
     return rows

@@ -7,7 +7,8 @@ how a row is measured).
   ScaLAPACK layout adds, on both sides, an ``Alltoallv`` per matrix between the block-cyclic and the blocked
   pieces (index maps built once: ``np.take`` into a send buffer, a scatter out of the receive buffer).
 * factorization (thesis 4.7): an LU (COnfLUX) and a Cholesky (COnfCHOX) factorization, and the solve with
-  their distributed factors.  The hand-written side calls the same kernels directly on a raw mpi4py
+  their distributed factors (and, for reference, the hand-written solve after the one small collective the
+  executor makes first: every rank's right-hand side checked, so that a wrong one raises everywhere).  The hand-written side calls the same kernels directly on a raw mpi4py
   communicator (``Split`` once) with a :class:`~meshplan.exec.factorization.common.Layout` — what the
   executor wraps — since an LU's communication is inseparable from its algorithm; it copies the tile as the
   executor does (the kernels factor in place) and, for LU, reduces ``max|A|`` for the pivot tolerance.
@@ -19,25 +20,21 @@ import numpy as np
 from mpi4py import MPI
 
 import meshplan as mp
-from library_rank import Side, measure
+from library_rank import Side, measure, rounds as _rounds
 from meshplan.exec.factorization.common import Layout
 from meshplan.exec.factorization.confchox import confchox
 from meshplan.exec.factorization.conflux import conflux_lu
 from meshplan.exec.factorization.solve import cholesky_solve, lu_solve
-from meshplan.models.matmul.problem import rank_blocks, split
+from meshplan.models.matmul.problem import rank_blocks
 
 __all__ = ["matmul", "factorization", "HandCosma", "HandConversion"]
-
-
-def _rounds(repeats, default: int, quick: bool) -> int:
-    return int(repeats) if repeats else (3 if quick else default)
 
 
 class HandCosma:
     """One round of the COSMA schedule written out: fibers by ``Split``, panels and accumulator preallocated."""
 
     def __init__(self, world, schedule) -> None:
-        g, prob, me, p = schedule.grid, schedule.problem, world.Get_rank(), world.Get_size()
+        g, prob, me = schedule.grid, schedule.problem, world.Get_rank()
         if int(schedule.rounds) != 1:
             raise AssertionError(f"the hand-written COSMA does one round; the plan has {schedule.rounds}")
         i, j, l_ = g.coords(me) if me < g.used else (-1, -1, -1)
@@ -129,16 +126,16 @@ def matmul(ctx, quick: bool, repeats) -> list[dict]:
     close = lambda got, idx: bool(np.abs(got - C[idx]).max(initial=0.0) <= 1e-12 * scale)  # noqa: E731
     plan = mp.plan_matmul(m, n, k, p)
     cosma = HandCosma(world, plan.schedule)
-    rounds = _rounds(repeats, 10, quick)
+    rounds = _rounds(repeats, 20, quick)
     rows = []
     with plan.bind(world) as ex:
         a, b = A[ex.indices("A")], B[ex.indices("B")]
-        c_e, c_h = np.empty(ex.shape("C")), np.empty(ex.shape("C"))
+        c = np.empty(ex.shape("C"))                         # one output for both sides
         idx = ex.indices("C")
         rows.append(measure(ctx, f"matmul {m}x{n}x{k}, grid {plan.grid}", "Allgatherv ; gemm ; Reduce_scatter "
-                            "(Split fibers)", a.nbytes + b.nbytes, ex,
-                            Side(lambda: ex(a, b, out=c_e), lambda: close(c_e, idx)),
-                            Side(lambda: cosma(a, b, c_h), lambda: close(c_h, idx)), rounds))
+                            "(Split fibers)", a.nbytes + b.nbytes, ex, Side(lambda: ex(a, b, out=c),
+                                                                            lambda: close(c, idx)),
+                            Side(lambda: cosma(a, b, c), lambda: close(c, idx)), rounds, lambda: c.fill(np.nan)))
         blocked = {w: ([ex.indices(w, r) for r in range(p)], "C") for w in "ABC"}
         blk = {w: np.empty(ex.shape(w)) for w in "ABC"}
     with plan.bind(world, layout="scalapack") as sx:
@@ -146,20 +143,20 @@ def matmul(ctx, quick: bool, repeats) -> list[dict]:
         conv = {w: HandConversion(me, p, *((cyc[w], blocked[w]) if w != "C" else (blocked[w], cyc[w])),
                                   sx.global_shape(w)) for w in "ABC"}
         a_s, b_s = np.asfortranarray(A[sx.indices("A")]), np.asfortranarray(B[sx.indices("B")])
-        s_e, s_h = np.empty(sx.shape("C"), order="F"), np.empty(sx.shape("C"), order="F")
+        s_c = np.empty(sx.shape("C"), order="F")
         idx = sx.indices("C")
 
         def by_hand():
             conv["A"](world, a_s.reshape(-1, order="F"), blk["A"].reshape(-1))
             conv["B"](world, b_s.reshape(-1, order="F"), blk["B"].reshape(-1))
             cosma(blk["A"], blk["B"], blk["C"])
-            conv["C"](world, blk["C"], s_h.reshape(-1, order="F"))
+            conv["C"](world, blk["C"], s_c.reshape(-1, order="F"))
 
         (pr, pc), (mb, nb) = sx.grid, sx.block
         rows.append(measure(ctx, f"matmul {m}x{n}x{k}, scalapack layout {mb}x{nb} on {pr}x{pc}",
                             "Alltoallv ×2 ; the above ; Alltoallv", a_s.nbytes + b_s.nbytes, sx,
-                            Side(lambda: sx(a_s, b_s, out=s_e), lambda: close(s_e, idx)),
-                            Side(by_hand, lambda: close(s_h, idx)), rounds))
+                            Side(lambda: sx(a_s, b_s, out=s_c), lambda: close(s_c, idx)),
+                            Side(by_hand, lambda: close(s_c, idx)), rounds, lambda: s_c.fill(np.nan)))
     cosma.free()
     return rows
 
@@ -214,17 +211,25 @@ def factorization(ctx, quick: bool, repeats) -> list[dict]:
             ok_ours = lambda: _residual_ok(ex, got["ours"].solve(b_loc), A, b)  # noqa: E731
             ok_hand = lambda: _residual_ok(ex, hand_solve(B).reshape(-1), A, b)  # noqa: E731
             grid = f"grid {list(plan.grid)} v={plan.block}"
-            rounds = _rounds(repeats, 5, quick)
+            rounds = _rounds(repeats, 12 if kind == "lu" else 40, quick)
             rows.append(measure(ctx, f"{kind} factor N={N}, {grid}", f"{'COnfLUX' if kind == 'lu' else 'COnfCHOX'} "
                                 "kernel on a raw comm", a_loc.nbytes, ex, Side(ours, ok_ours),
                                 Side(by_hand, ok_hand), rounds))
-            sol = {}
+            sol, every = {}, np.empty((p, 3), dtype=np.int64)
+
+            def hand_solve_checked():  # the executor's check of every rank's rows, by hand: one Allgather
+                dup.Allgather(np.array([0, 1, 0], dtype=np.int64), every)
+                sol["hand"] = hand_solve(B)
+
+            ours_solve = Side(lambda: sol.__setitem__("ours", got["ours"].solve(b_loc)),
+                              lambda: _residual_ok(ex, sol["ours"], A, b))
+            ok_solve = lambda: _residual_ok(ex, sol["hand"].reshape(-1), A, b)  # noqa: E731
+            solve_rounds = _rounds(repeats, 30 if kind == "lu" else 100, quick)
             rows.append(measure(ctx, f"{kind} solve N={N}, {grid}", "the same solve kernel on a raw comm",
-                                b_loc.nbytes, ex,
-                                Side(lambda: sol.__setitem__("ours", got["ours"].solve(b_loc)),
-                                     lambda: _residual_ok(ex, sol["ours"], A, b)),
-                                Side(lambda: sol.__setitem__("hand", hand_solve(B)),
-                                     lambda: _residual_ok(ex, sol["hand"].reshape(-1), A, b)),
-                                _rounds(repeats, 20, quick)))
+                                b_loc.nbytes, ex, ours_solve,
+                                Side(lambda: sol.__setitem__("hand", hand_solve(B)), ok_solve), solve_rounds))
+            rows.append(measure(ctx, f"{kind} solve N={N}, {grid}", "reference: the same after an Allgather of "
+                                "3 integers (the executor's check of every rank's b_loc)", b_loc.nbytes, ex,
+                                ours_solve, Side(hand_solve_checked, ok_solve), solve_rounds))
         dup.Free()
     return rows

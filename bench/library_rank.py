@@ -11,23 +11,25 @@ and point-to-point messages, on sub-communicators made once with ``Comm.Split``,
 (uncounted) communicators.  The factorization's hand-written side calls the same COnfLUX / COnfCHOX kernels
 directly on a raw mpi4py communicator (an LU's communication is inseparable from its algorithm).
 
-Per row (:func:`measure`): both sides run once and are verified (against numpy, and against each other);
-with the PMPI counter preloaded the bytes each side hands to MPI in one call are compared rank by rank;
-then ``meshplan`` (the executor), ``mpi4py`` (the hand-written version) and ``mpi4py_again`` (the same
-hand-written call, an A/A control of the noise) are timed interleaved in a fresh random order per round
-(:func:`~meshplan.exec.runtime.timing.time_interleaved`: slowest rank, median); both are verified again
-after the timed rounds.  The row's keys are those of
-:func:`~meshplan.exec.tensor.bench_rank.combine_launches`, which merges the launches.
+Per row (:func:`measure`): both sides run once and are verified against numpy; with the PMPI counter
+preloaded the bytes each side hands to MPI in one call are compared rank by rank; then ``meshplan`` (the
+executor), ``mpi4py`` (the hand-written version) and ``mpi4py_again`` (the same hand-written call, an A/A
+control of the noise) are timed interleaved in a fresh random order per round
+(:func:`~meshplan.exec.runtime.timing.time_interleaved`: slowest rank, median); both run and are verified
+once more after the timed rounds.  Where the result has one shape on both sides they write into the same
+output array (two arrays of one size differ in speed by where they lie, by up to ~5%: docs/tensor.md), which
+is overwritten with NaN before each verification run, so a side that leaves it unwritten fails.  The row's
+keys are those of :func:`~meshplan.exec.tensor.bench_rank.combine_launches`, which merges the launches.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 from mpi4py import MPI
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the case modules next to this file (-P drops it)
@@ -36,7 +38,7 @@ from meshplan.exec.runtime import pmpi  # noqa: E402
 from meshplan.exec.runtime.rank import RankContext, rank_main  # noqa: E402
 from meshplan.exec.runtime.timing import time_interleaved  # noqa: E402
 
-__all__ = ["handle", "measure", "Side"]
+__all__ = ["handle", "measure", "rounds", "spin", "Side"]
 
 #: the variables that pin BLAS to one thread per rank (set by bench/library.py for every rank)
 BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -52,6 +54,11 @@ class Side:
         self.run, self.check = run, check
 
 
+def rounds(repeats: int | None, default: int, quick: bool) -> int:
+    """Timed rounds of a row: the job's ``repeats`` if given, else 3 with ``quick``, else the row's default."""
+    return int(repeats) if repeats else (3 if quick else default)
+
+
 def _all(comm, flag: bool) -> bool:
     return bool(comm.allreduce(bool(flag), op=MPI.LAND))
 
@@ -64,23 +71,37 @@ def _pmpi_bytes(comm, call: Callable[[], object]) -> tuple[int, int] | None:
     return pmpi.diff(before)
 
 
+def _verified(side: Side, poison: Callable[[], object] | None) -> bool:
+    if poison is not None:
+        poison()
+    side.run()
+    return bool(side.check())
+
+
+def spin(seconds: float) -> None:
+    """Busy-wait ``seconds`` in Python (the control rows: what a little Python before a call costs)."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        pass
+
+
 def measure(ctx: RankContext, name: str, baseline: str, payload: int, executor: Any, ours: Side, hand: Side,
-            repeats: int) -> dict:
-    """Verify, count and time one executor call (``ours``) beside its hand-written version (``hand``)."""
+            repeats: int, poison: Callable[[], object] | None = None) -> dict:
+    """Verify, count and time one executor call (``ours``) beside its hand-written version (``hand``).
+    ``poison`` overwrites the output both sides write (NaN) before each verification run."""
     world = ctx.world
-    before = executor.counter.sent, executor.counter.shared
-    ours.run()
-    sent, shared = executor.counter.sent - before[0], executor.counter.shared - before[1]
-    ok_ours = ours.check()
-    hand.run()
-    ok_hand = hand.check()
+    counter = executor.counter if executor is not None else None   # None: a control row, no executor
+    before = (counter.sent, counter.shared) if counter is not None else (0, 0)
+    ok_ours = _verified(ours, poison)
+    sent, shared = ((counter.sent - before[0], counter.shared - before[1]) if counter is not None else (0, 0))
+    ok_hand = _verified(hand, poison)
     mine, theirs = _pmpi_bytes(world, ours.run), _pmpi_bytes(world, hand.run)
     same = None if mine is None else _all(world, mine == theirs)
     mpi_bytes = None if mine is None else [world.allreduce(mine[0]), world.allreduce(theirs[0])]
     fns = {"meshplan": ours.run, "mpi4py": hand.run, "mpi4py_again": hand.run}
     med = {k: v.median_s for k, v in time_interleaved(world, fns, repeats=repeats, warmup=1).items()}
-    ok_ours = _all(world, ok_ours and ours.check())     # the result of the last timed call, too
-    ok_hand = _all(world, ok_hand and hand.check())
+    ok_ours = _all(world, ok_ours and _verified(ours, poison))  # once more after the timed calls
+    ok_hand = _all(world, ok_hand and _verified(hand, poison))
     return {"primitive": name, "baseline": baseline, "bytes_per_rank": int(payload),
             "bytes_sent_total": int(world.allreduce(sent)), "bytes_shared_total": int(world.allreduce(shared)),
             "bytes_equal_model": same, "mpi_bytes_sent": mpi_bytes,

@@ -160,7 +160,15 @@ class FactorExecutor(Executor):
                 amax = float(np.max(np.abs(A))) if finite else 0.0
         flags = np.array([amax, -1 if ok else self.rank, -1 if finite else self.rank], dtype=np.float64)
         agreed = np.empty_like(flags)
-        self._control.Allreduce(flags, agreed, MPI.MAX)
+        # the agreement travels while this rank copies its tile; nothing runs on the tile before it is known
+        pending = self._control.Iallreduce(flags, agreed, MPI.MAX)
+        if not ok:
+            tile = None
+        elif first:
+            tile = np.array(A, dtype=self.dtype, copy=True)
+        else:
+            tile = np.zeros(self.local_shape, self.dtype)
+        pending.Wait()
         if agreed[1] >= 0:
             r = int(agreed[1])
             rows, cols = self._part(r)
@@ -168,7 +176,6 @@ class FactorExecutor(Executor):
                              "pass ex.distribute(A) or A[np.ix_(ex.rows, ex.cols)]", param="A_loc")
         if agreed[2] >= 0:
             raise ModelError(f"A_loc on rank {int(agreed[2])} holds NaN or infinity", param="A_loc")
-        tile = np.array(A, dtype=self.dtype, copy=True) if first else np.zeros(self.local_shape, self.dtype)
         return tile, self.N * np.finfo(self.dtype).eps * agreed[0]
 
     def _run(self, tile: np.ndarray, tol: float):

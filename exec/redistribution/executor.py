@@ -4,13 +4,16 @@
 the device groups, dynamic slices locally, a final ``allpermute`` as a point-to-point exchange) on this
 rank's tile.  Rank ``r`` of the communicator is device ``r`` of the mesh (row-major over the mesh axes, the
 first axis outermost).  Everything a call needs — each step's device group, sub-communicator, slice and
-peer — is resolved once at bind (:func:`compile_program`); a call allocates the step buffers and hands
-them to MPI.  The source tile is never written, and no step holds more per device than the plan's height
-(the larger of the two tiles, §7).
+peer — is resolved once at bind (:func:`compile_program`), and the steps' shapes and bytes on the first call
+with a dtype (:func:`compile_steps`); a call allocates the step buffers and hands them to MPI (the plain
+sub-communicators; the bytes go to ``counter`` once per call).  The source tile is never written, and no step
+holds more per device than the plan's height (the larger of the two tiles, §7): each step's arrays are made
+afresh and dropped after the next step, never kept between calls.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +26,7 @@ from meshplan.models.core.errors import ModelError
 from meshplan.models.redistribution.lowlevel import Assignment, apply_lowlevel, groups
 from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll, DynSlice
 
-__all__ = ["RedistributionExecutor", "compile_program", "run_program", "Moved"]
+__all__ = ["RedistributionExecutor", "compile_program", "compile_steps", "run_program", "Moved"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -96,9 +99,119 @@ def compile_program(comm, comms: SubComms, mesh, coords0, src, steps) -> list[_A
 
 def _into(out: np.ndarray | None, shape: tuple, dtype) -> np.ndarray:
     """``out`` viewed as ``shape`` when the last step can write its result straight into it, else a new array."""
-    if out is not None and out.flags.c_contiguous and out.size == int(np.prod(shape)) and out.dtype == dtype:
+    if out is not None and out.flags.c_contiguous and out.size == math.prod(shape) and out.dtype == dtype:
         return out.reshape(shape)
     return np.empty(shape, dtype=dtype)
+
+
+def _packing(shape: tuple, n: int, dim: int) -> tuple[tuple, tuple, tuple]:
+    """``(view, order, pieces)``: a tile of ``shape`` viewed as ``view`` and transposed by ``order`` is its ``n``
+    equal pieces along ``dim`` stacked along a new first axis, of shape ``pieces`` (what
+    ``np.stack(np.split(tile, n, axis=dim))`` makes; one strided copy)."""
+    view = shape[:dim] + (n, shape[dim] // n) + shape[dim + 1:]
+    order = (dim,) + tuple(range(dim)) + tuple(range(dim + 1, len(view)))
+    return view, order, (n,) + shape[:dim] + (shape[dim] // n,) + shape[dim + 1:]
+
+
+class _Step:
+    """One action compiled for this rank's tile shape and dtype: ``run(tile, dest)`` makes the next tile (in
+    ``dest`` where the result can land there directly) on the plain communicators; ``live`` the bytes alive
+    during it (its input, buffers and output), ``sent``/``received`` what it hands to MPI, by the counting
+    communicator's rules (counted once per call)."""
+
+    __slots__ = ("run", "live", "sent", "received")
+
+    def __init__(self, run, live: int, counted: tuple[int, int] = (0, 0)) -> None:
+        self.run, self.live = run, live
+        self.sent, self.received = counted
+
+
+def _joined(shape: tuple, dim: int) -> tuple:
+    """The shape :func:`_join` makes of received pieces of ``shape`` (pieces along the first axis)."""
+    out = list(shape[1:])
+    out[dim] *= shape[0]
+    return tuple(out)
+
+
+def compile_steps(comm, actions: list[_Action], shape: tuple, dtype) -> list[_Step]:
+    """The actions as :class:`_Step` s for a source tile of ``shape`` and ``dtype`` (``comm``: the executor's
+    counting communicator; the steps call the plain ones underneath)."""
+    dt, rank = np.dtype(dtype), comm.rank
+    nb = lambda shp: math.prod(shp) * dt.itemsize  # noqa: E731
+    probe = lambda shp: np.empty(shp, dtype=dt)  # noqa: E731 - sized, never touched: for the byte rules
+    steps, s = [], tuple(shape)
+    for act in actions:
+        if act.kind in ("allgather", "alltoall"):
+            if act.kind == "allgather":
+                send_shape, recv_shape, pack = s, (act.n,) + s, None
+            elif act.split == 0:  # pieces along dimension 0 are contiguous: no copy
+                send_shape = recv_shape = (act.n, s[0] // act.n) + s[1:]
+                pack = None
+            else:
+                pack = _packing(s, act.n, act.split)
+                send_shape = recv_shape = pack[2]
+            method = "Allgather" if act.kind == "allgather" else "Alltoall"
+            counted = act.sub.bytes_of(method, probe(send_shape), probe(recv_shape))
+            new = _joined(recv_shape, act.dim)
+            live = nb(s) + (nb(send_shape) if pack else 0) + nb(recv_shape) + (nb(new) if act.dim else 0)
+            steps.append(_Step(_collective(getattr(act.sub.comm, method), send_shape, recv_shape, pack,
+                                           act.dim, dt), live, counted))
+        elif act.kind == "dynslice":
+            sl = tuple(slice(act.lo, act.hi) if k == act.dim else slice(None) for k in range(len(s)))
+            new = s[:act.dim] + (act.hi - act.lo,) + s[act.dim + 1:]
+            steps.append(_Step(_slicer(sl, new, dt), nb(s) + nb(new)))
+        else:  # allpermute
+            new = s
+            if act.dest == rank and act.source == rank:
+                steps.append(_Step(_permuter(None, 0, 0, s, dt), 2 * nb(s)))
+            else:
+                counted = comm.bytes_of("Sendrecv", probe(s), act.dest, 7, probe(s), act.source, 7)
+                steps.append(_Step(_permuter(comm.comm.Sendrecv, act.dest, act.source, s, dt), 2 * nb(s), counted))
+        s = new
+    return steps
+
+
+def _collective(method, send_shape, recv_shape, pack, dim: int, dt):
+    view, order = (None, None) if pack is None else pack[:2]
+    joined, size = _joined(recv_shape, dim), math.prod(recv_shape)
+
+    def run(tile: np.ndarray, dest: np.ndarray | None) -> np.ndarray:
+        if pack is None:
+            send = tile.reshape(send_shape)
+        else:
+            send = np.empty(send_shape, dtype=dt)
+            np.copyto(send, tile.reshape(view).transpose(order))
+        if dim:
+            recv = np.empty(recv_shape, dtype=dt)
+            method(send, recv)
+            return _join(recv, dim)
+        # pieces along the first axis: received in place of the joined tile (into dest when it fits)
+        if dest is not None and dest.size == size and dest.dtype == dt and dest.flags.c_contiguous:
+            recv = dest.reshape(recv_shape)
+        else:
+            recv = np.empty(recv_shape, dtype=dt)
+        method(send, recv)
+        return recv.reshape(joined)
+    return run
+
+
+def _slicer(sl, shape, dt):
+    def run(tile: np.ndarray, dest: np.ndarray | None) -> np.ndarray:
+        new = _into(dest, shape, dt)
+        np.copyto(new, tile[sl])
+        return new
+    return run
+
+
+def _permuter(sendrecv, dest_rank: int, source: int, shape, dt):
+    def run(tile: np.ndarray, dest: np.ndarray | None) -> np.ndarray:
+        new = _into(dest, shape, dt)
+        if sendrecv is None:  # this rank keeps its tile
+            new[...] = tile
+        else:
+            sendrecv(tile, dest_rank, 7, new, source, 7)
+        return new
+    return run
 
 
 def run_program(comm, actions: list[_Action], tile: np.ndarray, *, check: bool = False,
@@ -108,55 +221,26 @@ def run_program(comm, actions: list[_Action], tile: np.ndarray, *, check: bool =
     array and drops the previous one, so a step holds only its input, its buffers and its output — except
     that ``fault`` corrupts one element first, the runtime's ``corrupt`` fault, a test of the checker).  The
     last step writes into ``out`` where its result can land there directly.  With ``check`` the tile is
-    compared with the linear-index test array after every step."""
-    rank = comm.Get_rank()
+    compared with the linear-index test array after every step.  The actions run as :func:`compile_steps`
+    makes them (as the executor's calls do); the bytes go to ``comm``'s counter at the end."""
+    steps = compile_steps(comm, actions, tile.shape, tile.dtype)
     if fault:
         tile.flat[0] += 1
     ok = True
     peak_tile = peak_live = tile.nbytes
-    last = len(actions) - 1
-    for i, act in enumerate(actions):
-        dest = out if i == last else None
-        if act.kind == "allgather":
-            shape = (act.n,) + tile.shape
-            recv = _into(dest, shape, tile.dtype) if act.dim == 0 else np.empty(shape, dtype=tile.dtype)
-            act.sub.Allgather(tile, recv)
-            new = _join(recv, act.dim)
-            live = tile.nbytes + recv.nbytes + (0 if new.base is recv else new.nbytes)
-            del recv
-        elif act.kind == "alltoall":
-            if act.split == 0:  # pieces along dimension 0 are contiguous: no copy
-                send = tile.reshape((act.n, tile.shape[0] // act.n) + tile.shape[1:])
-            else:
-                send = np.ascontiguousarray(np.stack(np.split(tile, act.n, axis=act.split)))
-            recv = _into(dest, send.shape, tile.dtype) if act.dim == 0 else np.empty_like(send)
-            act.sub.Alltoall(send, recv)
-            new = _join(recv, act.dim)
-            live = (tile.nbytes + (0 if send.base is tile else send.nbytes) + recv.nbytes
-                    + (0 if new.base is recv else new.nbytes))
-            del send, recv
-        elif act.kind == "dynslice":
-            sl = [slice(None)] * tile.ndim
-            sl[act.dim] = slice(act.lo, act.hi)
-            part = tile[tuple(sl)]
-            new = _into(dest, part.shape, tile.dtype)
-            np.copyto(new, part)
-            live = tile.nbytes + new.nbytes
-        else:  # allpermute
-            new = _into(dest, tile.shape, tile.dtype)
-            if act.dest == rank and act.source == rank:
-                new[...] = tile
-            else:
-                comm.Sendrecv(tile, dest=act.dest, sendtag=7, recvbuf=new, source=act.source, recvtag=7)
-            live = tile.nbytes + new.nbytes
+    last = len(steps) - 1
+    for i, st in enumerate(steps):
+        new = st.run(tile, out if i == last else None)
         del tile
         tile = new
         peak_tile = max(peak_tile, tile.nbytes)
-        peak_live = max(peak_live, live)
+        peak_live = max(peak_live, st.live)
         if check:
-            offsets, localtype = act.expect
+            offsets, localtype = actions[i].expect
             want = index_tile(globaltype, offsets, localtype, tile.dtype)
             ok = ok and tile.shape == want.shape and bool(np.array_equal(tile, want))
+    if steps:
+        comm.counter.add(sum(st.sent for st in steps), sum(st.received for st in steps))
     if check and not actions and initial is not None:  # empty program: the source tile is the answer
         ok = bool(np.array_equal(tile, initial))
     return Moved(tile, ok, peak_tile, peak_live)
@@ -189,11 +273,13 @@ class RedistributionExecutor(Executor):
         self.target_offsets = tuple(int(v) for v in self.target_offsets)
         self.target_shape = tuple(int(v) for v in self.target_shape)
         self.global_shape = tuple(int(v) for v in src.globaltype)
+        self._steps: dict[np.dtype, tuple[list[_Step], int, int]] = {}
 
     def __call__(self, x: Any, out: np.ndarray | None = None) -> np.ndarray:
         """Redistribute: this rank's source tile ``x`` in, its target tile out (a new array, or ``out``)."""
-        self._require_open()
-        tile = np.ascontiguousarray(x)
+        if self._closed:
+            self._require_open()
+        tile = x if type(x) is np.ndarray and x.flags.c_contiguous else np.ascontiguousarray(x)
         if tile.shape != self.source_shape:
             raise ModelError(f"x has shape {tile.shape} but this rank's source tile has shape {self.source_shape}",
                              param="x")
@@ -202,12 +288,27 @@ class RedistributionExecutor(Executor):
             raise ModelError(f"out must be a writeable array of the target tile's shape {self.target_shape} and "
                              f"dtype {tile.dtype}", param="out")
         direct = out if out is not None and not np.may_share_memory(out, tile) else None
-        y = run_program(self.counted, self.actions, tile, out=direct).tile
+        compiled = self._steps.get(tile.dtype)
+        if compiled is None:  # the first call with this dtype: every step's shapes, buffers and bytes, once
+            steps = compile_steps(self.counted, self.actions, tile.shape, tile.dtype)
+            compiled = self._steps[tile.dtype] = (steps, sum(st.sent for st in steps),
+                                                  sum(st.received for st in steps))
+        steps, sent, received = compiled
+        y, last = tile, len(steps) - 1   # run_program without its checks: each step's arrays made afresh
+        for i, st in enumerate(steps):
+            y = st.run(y, direct if i == last else None)
+        if steps:
+            self.counter.add(sent, received)
         if out is None:
             return tile.copy() if y is tile else y  # an empty program: a copy of the source tile
-        if y.ctypes.data != out.ctypes.data or y is tile:
+        # the last step wrote into out iff its result is a view of out (_into: out.reshape); numpy's views
+        # keep the array that owns the memory as their base
+        if y is tile or direct is None or y.base is not (out if out.base is None else out.base):
             out[...] = y
         return out
+
+    def _release(self) -> None:
+        self._steps.clear()
 
     def source_tile(self, x_global: Any) -> np.ndarray:
         """This rank's source tile of the global array (a contiguous copy; no communication)."""

@@ -10,7 +10,9 @@
   Reduce_scatter_block, Reduce_scatter, Allgather, Allgatherv, Gather, Gatherv,
   Scatter, Scatterv, Bcast, Ibcast, Alltoall, Alltoallv, Alltoallw, Send, Recv, Sendrecv,
   Isend, Irecv.  Everything else (Barrier, the lower-case pickling methods, Get_rank…)
-  passes through uncounted: it is control traffic, not the plan's data.
+  passes through uncounted: it is control traffic, not the plan's data.  ``bytes_of(method, *args)`` gives
+  what a call would count without making it (an executor that calls the plain communicator in its hot
+  path and counts once per call).
 * :func:`collective_call` — one of the collectives of
   :class:`~meshplan.models.core.collectives.Collective` as a callable on a
   communicator, built from the enum's metadata (method, reduces, rooted, gathers).
@@ -51,9 +53,13 @@ __all__ = ["ByteCounter", "CountingComm", "SubComms", "buffer_bytes", "alltoallw
 
 def buffer_bytes(buf: Any) -> int:
     """The bytes an mpi4py buffer argument describes (see the module docstring)."""
+    if type(buf) is np.ndarray:  # the common case first: this runs on every counted message
+        return buf.nbytes
     if buf is None or buf is MPI.IN_PLACE or buf is MPI.BOTTOM:
         return 0
     if isinstance(buf, (list, tuple)):
+        if len(buf) == 3 and type(buf[1]) is int and isinstance(buf[2], MPI.Datatype):  # [data, count, type]
+            return buf[1] * buf[2].Get_size()
         data = buf[0]
         rest = list(buf[1:])
         dtype = rest.pop() if rest and isinstance(rest[-1], MPI.Datatype) else None
@@ -67,6 +73,13 @@ def buffer_bytes(buf: Any) -> int:
         return buffer_bytes(data)
     nbytes = getattr(buf, "nbytes", None)
     return int(nbytes) if nbytes is not None else memoryview(buf).nbytes
+
+
+def _nbytes(buf: Any) -> int:
+    """:func:`buffer_bytes` with the two common cases (an array, nothing) first."""
+    if type(buf) is np.ndarray:
+        return buf.nbytes
+    return 0 if buf is None else buffer_bytes(buf)
 
 
 def alltoallw_bytes(spec: Any) -> int:
@@ -96,7 +109,9 @@ class ByteCounter:
     def add(self, sent: int = 0, received: int = 0) -> None:
         self.sent += sent
         self.received += received
-        per = self.phases.setdefault(self._phase, [0, 0])
+        per = self.phases.get(self._phase)
+        if per is None:
+            per = self.phases[self._phase] = [0, 0]
         per[0] += sent
         per[1] += received
 
@@ -143,7 +158,7 @@ class CountingComm:
     def _call(self, method: Callable[..., Any], sent: Any, received: Any, *args: Any) -> Any:
         """Count ``sent`` and ``received`` buffers, then call ``method(*args)`` (a method of the wrapped
         communicator, bound: no lookup by name on the per-message path)."""
-        self.counter.add(buffer_bytes(sent), buffer_bytes(received))
+        self.counter.add(_nbytes(sent), _nbytes(received))
         return method(*args)
 
     # reductions: an in-place send hands the receive buffer
@@ -196,29 +211,57 @@ class CountingComm:
         at_root = self.rank == root
         return self._call(self.comm.Ibcast, buf if at_root else None, None if at_root else buf, buf, root)
 
-    # point to point
+    # point to point (the messages a factorization sends by the hundred: counted in the fewest steps)
     def Send(self, buf, dest: int, tag: int = 0) -> None:
-        self._call(self.comm.Send, buf, None, buf, dest, tag)
+        self.counter.add(buf.nbytes if type(buf) is np.ndarray else buffer_bytes(buf), 0)
+        self.comm.Send(buf, dest, tag)
 
     def Recv(self, buf, source: int = MPI.ANY_SOURCE, tag: int = MPI.ANY_TAG, status=None) -> None:
-        self._call(self.comm.Recv, None, buf, buf, source, tag, status)
+        self.counter.add(0, buf.nbytes if type(buf) is np.ndarray else buffer_bytes(buf))
+        self.comm.Recv(buf, source, tag, status)
 
     def Sendrecv(self, sendbuf, dest: int, sendtag: int = 0, recvbuf=None, source: int = MPI.ANY_SOURCE,
                  recvtag: int = MPI.ANY_TAG, status=None) -> None:
         self._call(self.comm.Sendrecv, sendbuf, recvbuf, sendbuf, dest, sendtag, recvbuf, source, recvtag, status)
 
     def Isend(self, buf, dest: int, tag: int = 0):
-        return self._call(self.comm.Isend, buf, None, buf, dest, tag)
+        self.counter.add(buf.nbytes if type(buf) is np.ndarray else buffer_bytes(buf), 0)
+        return self.comm.Isend(buf, dest, tag)
 
     def Irecv(self, buf, source: int = MPI.ANY_SOURCE, tag: int = MPI.ANY_TAG):
-        return self._call(self.comm.Irecv, None, buf, buf, source, tag)
+        self.counter.add(0, buf.nbytes if type(buf) is np.ndarray else buffer_bytes(buf))
+        return self.comm.Irecv(buf, source, tag)
 
     def _at(self, root: int, buf: Any) -> Any:
         """``buf`` on the root, nothing elsewhere (buffers that only the root hands or receives)."""
         return buf if self.rank == root else None
 
+    def bytes_of(self, method: str, *args: Any) -> tuple[int, int]:
+        """``(sent, received)``: the bytes ``self.<method>(*args)`` would count, by the same rules, without
+        calling MPI — for a caller that runs the plain communicator's method and counts once per call."""
+        probe = ByteCounter()
+        getattr(CountingComm(_Silent(self.rank, self.size), probe), method)(*args)
+        return probe.sent, probe.received
+
     def Free(self) -> None:
         self.comm.Free()
+
+
+class _Silent:
+    """A stand-in communicator of a given rank and size whose every method does nothing
+    (:meth:`CountingComm.bytes_of`)."""
+
+    def __init__(self, rank: int, size: int) -> None:
+        self.rank, self.size = rank, size
+
+    def Get_rank(self) -> int:
+        return self.rank
+
+    def Get_size(self) -> int:
+        return self.size
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *args, **kw: None
 
 
 class SubComms:
