@@ -194,11 +194,35 @@ class Exchange:
                                    ("type", typ(dshape, t, do)), None))
         #: sends in rotated peer order (stable: boxes to one peer keep the plan's order, as their receives)
         self.sends = sorted(sends, key=lambda s: (s[0] - me) % size)
-        #: the receive buffer of an adding exchange (one, reused by every call)
+        # the messages go through the plain communicator; a counting one's counter gets the bytes of a call
+        # at once (what it would have counted message by message: the same every call)
+        self._raw = getattr(comm, "comm", comm)
+        self._bytes = (sum(self._message_bytes(how, what) for _, (how, *what) in self.sends),
+                       sum(self._message_bytes(how, where) for _, (how, *where), _ in self.recvs))
+        #: the receive buffer of an adding exchange (one, reused by every call), and each box's view of it
         self._rbuf = np.empty(rvol, dtype=self.dtype) if add else None
+        self._rviews = {k: self._rbuf[where[0]:where[0] + int(np.prod(where[1]))].reshape(where[1])
+                        for k, (_, (how, *where), _) in enumerate(self.recvs) if how == "buf"}
         #: whether a copying exchange writes every element of the output (then it needs no initial fill)
         self.covers = (not add) and dst_box is not None and into_me == box_volume(dst_box)
+        #: whether an adding exchange's one local box is its whole output: then the local box is copied in
+        #: (instead of a fill with zeros and an add) and the received boxes are added to it
+        local_volume = sum(t.volume for t in transfers if t.src == me and t.dst == me)
+        self.local_covers = (add and dst_box is not None and len(self.local) == 1
+                             and local_volume == box_volume(dst_box))
         self._slot_views = None
+
+    def _message_bytes(self, how: str, what) -> int:
+        """The bytes one send or receive hands to MPI (staged boxes go through shared memory: none)."""
+        if how == "stage":
+            return 0
+        if how == "flat":
+            return int(what[1]) * self.dtype.itemsize
+        if how == "buf":
+            return int(np.prod(what[1])) * self.dtype.itemsize
+        if how == "pack":
+            return int(what[1].nbytes)
+        return int(what[0].Get_size())  # one element of the box's committed datatype
 
     def _staged(self, comm, transfers, so, sshape, staging):
         """The indices of the transfers that go through node-local staging — the sends a rank would
@@ -266,18 +290,17 @@ class Exchange:
         (C-contiguous output block or None): copied, or added to what ``dst`` holds."""
         if self.closed:
             raise ModelError("this exchange was freed (close() or free()); build a new one")
-        reqs = []
-        for peer, (how, *where), _ in self.recvs:
+        reqs, comm = [], self._raw
+        for k, (peer, (how, *where), _) in enumerate(self.recvs):
             if how == "stage":
                 continue
             if how == "buf":
-                off, shape = where
-                reqs.append(self.comm.Irecv(self._rbuf[off:off + int(np.prod(shape))], peer, _TAG))
+                reqs.append(comm.Irecv(self._rviews[k], peer, _TAG))
             elif how == "flat":
                 off, cnt = where
-                reqs.append(self.comm.Irecv(dst.reshape(-1)[off:off + cnt], peer, _TAG))
+                reqs.append(comm.Irecv(dst.reshape(-1)[off:off + cnt], peer, _TAG))
             else:
-                reqs.append(self.comm.Irecv([dst, 1, where[0]], peer, _TAG))
+                reqs.append(comm.Irecv([dst, 1, where[0]], peer, _TAG))
         views = self._views()
         flat_src = None if src is None else src.reshape(-1)
         for k, (peer, (how, *what)) in enumerate(self.sends):
@@ -288,15 +311,15 @@ class Exchange:
                     self._counter.add_shared(slot.nbytes)
             elif how == "flat":
                 off, cnt = what
-                reqs.append(self.comm.Isend(flat_src[off:off + cnt], peer, _TAG))
+                reqs.append(comm.Isend(flat_src[off:off + cnt], peer, _TAG))
             elif how == "pack":
                 index, buf = what
                 np.copyto(buf, src[index])
-                reqs.append(self.comm.Isend(buf, peer, _TAG))
+                reqs.append(comm.Isend(buf, peer, _TAG))
             else:
-                reqs.append(self.comm.Isend([src, 1, what[0]], peer, _TAG))
-        for si, di in self.local:      # overlaps the messages: local boxes never meet received ones
-            if self.add:
+                reqs.append(comm.Isend([src, 1, what[0]], peer, _TAG))
+        for si, di in self.local:      # overlaps the messages: received boxes are added only after the wait
+            if self.add and not self.local_covers:
                 dst[di] += src[si]
             else:
                 dst[di] = src[si]
@@ -304,18 +327,25 @@ class Exchange:
             self.staging.publish()     # every staged box of the node is stored
         if reqs:
             MPI.Request.Waitall(reqs)
+        if self._counter is not None:
+            self._counter.add(*self._bytes)
         for k, (_, (how, *where), di) in enumerate(self.recvs):      # plan order: sums are deterministic
             if how == "stage":
                 got = views[("recv", k)]
             elif how == "buf":
-                off, shape = where
-                got = self._rbuf[off:off + int(np.prod(shape))].reshape(shape)
+                got = self._rviews[k]
             else:
                 continue
             if self.add:
                 dst[di] += got
             else:
                 dst[di] = got
+
+    @property
+    def needs_fill(self) -> bool:
+        """Whether the output must be filled before :meth:`run`: an adding exchange adds into it (unless its
+        local box covers it), a copying one that does not write every element leaves the rest."""
+        return (not self.local_covers) if self.add else (not self.covers)
 
     def free(self) -> None:
         """Release the committed datatypes (idempotent; the exchange cannot run afterwards)."""

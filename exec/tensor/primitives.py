@@ -128,7 +128,7 @@ class _Moves(_Closing):
             y = out
         else:
             y = _output(out, _shape(ybox), self.dtype)
-        if y is not None and _needs_fill(runner):
+        if y is not None and runner.needs_fill:
             if regions is None:
                 y.fill(fill)
             else:
@@ -156,12 +156,6 @@ def _shape(box) -> tuple[int, ...] | None:
 def _ready(a, shape, dtype) -> bool:
     """Whether ``a`` is already a C-contiguous ndarray of ``shape`` and ``dtype`` (None: never)."""
     return type(a) is np.ndarray and a.shape == shape and a.dtype == dtype and a.flags.c_contiguous
-
-
-def _needs_fill(runner) -> bool:
-    if isinstance(runner, Exchange):
-        return runner.add or not runner.covers
-    return runner.needs_fill
 
 
 def _output(out, shape, dtype) -> np.ndarray:
