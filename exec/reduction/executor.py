@@ -177,7 +177,9 @@ class ReductionExecutor(Executor):
         self.final_labels = self.layouts[-1][self.rank]
         steps = []
         for st, before, after in zip(program.steps, self.layouts, self.layouts[1:]):
-            sub = self.comms.group(st.groups)  # collective over comm, once
+            whole = len(st.groups) == 1 and st.groups[0] == tuple(range(self.size))
+            # a group of every rank in order is the communicator itself; others are split once, at bind
+            sub = self.counted if whole else self.comms.group(st.groups)
             c = Collective.parse(st.collective)
             g = next((g for g in st.groups if self.rank in g), None)
             perm = gather_order(before, g) if (g is not None and c.gathers) else None
