@@ -125,7 +125,7 @@ def check_run_options(baselines: Iterable[str] = (), repeats: int = 1, seed: int
     names = tuple(baselines)
     for b in names:
         if b not in BASELINES:
-            raise ModelError(f"unknown baseline {quote(b)}; use {', '.join(BASELINES)}", param="baselines")
+            raise ModelError(f"unknown name {quote(b)} in baselines; use {', '.join(BASELINES)}", param="baselines")
     check_repeats(repeats)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ModelError(f"seed must be a whole number ≥ 0, got {quote(seed)}", param="seed")

@@ -28,7 +28,7 @@ from meshplan.models.matmul.layouts import check_layout, scalapack_block
 from meshplan.models.matmul.problem import Grid, MatmulProblem
 from meshplan.solvers.matmul.plan import MatmulSchedule, schedule_matmul
 
-__all__ = ["MatmulPlan", "MatmulRun", "SummaModel", "SummaBaseline", "ScalapackBaseline", "WordsPerRank", "Seconds",
+__all__ = ["check_run_options", "MatmulPlan", "MatmulRun", "SummaModel", "SummaBaseline", "ScalapackBaseline", "WordsPerRank", "Seconds",
            "plan_matmul", "run_matmul", "BASELINES"]
 
 #: the baselines :func:`run_matmul` can run next to meshplan's schedule
@@ -209,11 +209,15 @@ def plan_matmul(m: int | MatmulProblem, n: int | None = None, k: int | None = No
     return _plan_of(_schedule(problem, idle_tolerance, method, time_limit_s))
 
 
-def _check_baselines(baselines: Any) -> tuple[str, ...]:
+def check_run_options(baselines: Any = ("summa",), repeats: int = 3) -> tuple[str, ...]:
+    """Validate the options of a run (the one site for ``baselines``; ``repeats`` by
+    :func:`~meshplan.models.core.checks.check_repeats`, so ``repeats = 0`` is refused); the baselines."""
     names = (baselines,) if isinstance(baselines, str) else tuple(baselines or ())
     bad = [b for b in names if b not in BASELINES]
     if bad:
-        raise ModelError(f"unknown baseline {quote(bad[0])}; choose from {', '.join(BASELINES)}", param="baselines")
+        raise ModelError(f"unknown name {quote(bad[0])} in baselines; choose from {', '.join(BASELINES)}",
+                         param="baselines")
+    check_repeats(repeats)
     return names
 
 
@@ -242,8 +246,7 @@ def run_matmul(plan_or_m: int | MatmulPlan, n: int | None = None, k: int | None 
     plan = plan_or_m if isinstance(plan_or_m, MatmulPlan) else None
     pr = plan.problem if plan is not None else plan_or_m if isinstance(plan_or_m, MatmulProblem) and \
         (n, k, p) == (None, None, None) else MatmulProblem(plan_or_m, n, k, p, memory, dtype)
-    names = _check_baselines(baselines)
-    repeats = check_repeats(repeats)
+    names = check_run_options(baselines, repeats)
     layout = check_layout(layout)
     timeout = as_seconds(timeout, "timeout")
     check_np(pr.p)  # this machine's rank limit, before planning

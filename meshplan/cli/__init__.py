@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 #: API parameters whose CLI flag is not ``--`` + the parameter's name (the verb's dest)
-PARAM_FLAGS = {"p": "--np", "programs": "--top-programs", "path": "--png", "schedule": "--schedule"}
+PARAM_FLAGS = {"p": "--np", "programs": "--top-programs", "path": "--png", "baselines": "--baseline"}
 
 
 def _flags(parser: argparse.ArgumentParser, args) -> dict[str, str]:

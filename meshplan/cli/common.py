@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from meshplan.models.core.errors import ModelError
 
 __all__ = ["add_common_flags", "add_repeats_flag", "add_np_flag", "np_limit", "add_dtype_flag", "add_solver_flag",
-           "print_run_report", "parse_baselines",
+           "print_run_report", "parse_baselines", "add_baseline_flag",
            "add_selection_flags", "solver_names", "print_json", "console", "status", "progress",
            "parse_int_list", "parse_matrix", "choose_placement", "seconds"]
 
@@ -231,11 +231,15 @@ def print_run_report(args, rep: dict, printer) -> int:
     return 0
 
 
-def parse_baselines(text: str, choices: Sequence[str]) -> list[str]:
-    """``--baseline a,b`` of the plan-and-run verbs: the named baselines (``none`` or empty for none),
-    each one of ``choices``."""
-    names = [] if text.strip() in ("", "none") else [b.strip() for b in text.split(",")]
-    bad = [b for b in names if b not in choices]
-    if bad:
-        raise ModelError(f"--baseline {bad[0]!r} is unknown; choose from {','.join(choices)} (or none)")
-    return names
+def add_baseline_flag(parser, *, names: Sequence[str], default: str, help: str) -> None:
+    """``--baseline [NAMES]`` (``args.baseline``): the baselines to put next to meshplan's plan, comma-separated
+    from ``names`` (``none`` for none); the flag alone means all of them.  One form in every verb that has
+    baselines (``redistribute``, ``matmul``, ``factor``); the names are checked where the baselines run."""
+    parser.add_argument("--baseline", nargs="?", const=",".join(names), default=default, metavar="NAMES",
+                        help=f"{help}: comma-separated from {','.join(names)}, or none; the flag alone: all "
+                             f"(default {default})")
+
+
+def parse_baselines(text: str) -> list[str]:
+    """The names of ``--baseline a,b`` (``none`` or empty: none); the library checks each name."""
+    return [] if text.strip() in ("", "none") else [b.strip() for b in text.split(",")]

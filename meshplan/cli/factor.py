@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import argparse
 
-from meshplan.cli.common import add_common_flags, add_np_flag, add_repeats_flag, console, print_run_report
+from meshplan.cli.common import (add_baseline_flag, add_common_flags, add_np_flag, add_repeats_flag, console,
+                                 parse_baselines, print_run_report)
 from meshplan.models.core.errors import ModelError
 
 __all__ = ["register", "run"]
@@ -43,8 +44,7 @@ def register(subparsers) -> None:
     p.add_argument("--block", type=int, default=None, metavar="V", help="block size v (default: searched)")
     p.add_argument("--grid", default=None, metavar="PX,PY,PZ", help="processor grid (default: searched)")
     p.add_argument("--run", action="store_true", help="run the plan on MPI, verify and measure it")
-    p.add_argument("--baseline", default="2d",
-                   help="baselines with --run: comma-separated from 2d,scalapack; 'none' for none (default 2d)")
+    add_baseline_flag(p, names=("2d", "scalapack"), default="2d", help="baselines to run with --run")
     add_repeats_flag(p, default=1, help="timed repetitions with --run")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input matrix (default 0)")
     p.add_argument("--input", default=None, metavar="FILE.npy", help="factor this matrix instead of a random one")
@@ -57,8 +57,7 @@ def run(args) -> int:
     """Parse → :mod:`meshplan.api.factorization` → print (the API validates every value)."""
     from meshplan.api.factorization import check_run_options, plan_factorization, run_factorization
 
-    text = args.baseline.strip()
-    baselines = [] if text in ("", "none") else [b.strip() for b in text.split(",")]
+    baselines = parse_baselines(args.baseline)
     sizes = dict(memory=args.memory, block=args.block, grid=args.grid)
     if args.run:
         plan = run_factorization(args.kind, args.N, args.np, **sizes, baselines=baselines, repeats=args.repeats,

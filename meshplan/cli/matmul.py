@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from meshplan.cli.common import (add_common_flags, add_np_flag, add_repeats_flag, console, np_limit,
-                                 parse_baselines, print_run_report)
+from meshplan.cli.common import (add_baseline_flag, add_common_flags, add_np_flag, add_repeats_flag, console,
+                                 np_limit, parse_baselines, print_run_report)
 from meshplan.models.core.dtypes import FLOAT
 
 __all__ = ["register", "run"]
@@ -45,8 +45,7 @@ def register(subparsers) -> None:
     p.add_argument("--dtype", default="f64", metavar="T",
                    help=f"element type: {', '.join(FLOAT)} (or numpy's spelling; default f64)")
     p.add_argument("--run", action="store_true", help="run the plan on MPI, verify and measure it")
-    p.add_argument("--baseline", default="summa",
-                   help="baselines to run with --run: comma-separated from summa,scalapack; 'none' for none")
+    add_baseline_flag(p, names=("summa", "scalapack"), default="summa", help="baselines to run with --run")
     add_repeats_flag(p, default=3, help="timed repetitions with --run", aliases=())
     p.add_argument("--layout", default="blocked", choices=("blocked", "scalapack"),
                    help="with --run: start from and end in COSMA's blocked layout (default) or ScaLAPACK's "
@@ -59,17 +58,16 @@ def register(subparsers) -> None:
 def run(args) -> int:
     """Parse → :func:`meshplan.api.matmul.plan_matmul` (or ``run_matmul`` with ``--run``) → print; the API
     checks every value."""
-    from meshplan.api.matmul import BASELINES, plan_matmul, run_matmul
-    from meshplan.models.core.checks import check_repeats
+    from meshplan.api.matmul import check_run_options, plan_matmul, run_matmul
 
-    baselines = parse_baselines(args.baseline, BASELINES)
+    baselines = parse_baselines(args.baseline)
     size = dict(memory=args.memory, idle_tolerance=args.idle_tolerance, dtype=args.dtype)
     if args.run:
         with np_limit(args):
             plan = run_matmul(args.m, args.n, args.k, args.np, **size, baselines=baselines, repeats=args.repeats,
                               pmpi=not args.no_pmpi, layout=args.layout)
     else:
-        check_repeats(args.repeats)  # refused even when nothing runs
+        check_run_options(baselines, args.repeats)  # the run flags are refused alike without --run
         plan = plan_matmul(args.m, args.n, args.k, args.np, **size)
     return print_run_report(args, plan.to_json(), _print)
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 
-from meshplan.cli.common import (add_common_flags, add_dtype_flag, add_np_flag, add_repeats_flag, console,
-                                 print_json)
+from meshplan.cli.common import (add_baseline_flag, add_common_flags, add_dtype_flag, add_np_flag,
+                                 add_repeats_flag, console, parse_baselines, print_json)
+from meshplan.models.core.errors import ModelError
 from meshplan.models.core.units import format_bytes, format_seconds
 
 __all__ = ["register", "run"]
@@ -39,7 +40,8 @@ def register(subparsers) -> None:
     from meshplan.models.core.dtypes import DTYPES
 
     add_dtype_flag(p, choices=sorted(DTYPES), default="f32")
-    p.add_argument("--baseline", action="store_true", help="also show the XLA-style baseline program")
+    add_baseline_flag(p, names=("xla",), default="none",
+                      help="baselines to show next to the search (xla: GSPMD's resharding; --run runs it anyway)")
     p.add_argument("--run", action="store_true", help="execute both programs on MPI and verify them")
     add_np_flag(p, help="MPI ranks for --run (must equal the mesh size)")
     add_repeats_flag(p, default=3, help="timed runs per program with --run")
@@ -71,6 +73,9 @@ def run(args) -> int:
     :func:`~meshplan.api.redistribution.run_redistribution` with ``--run``), then tables or JSON."""
     from meshplan.api.redistribution import plan_redistribution, run_redistribution
 
+    shown = parse_baselines(args.baseline)  # a table option: the JSON always has the baseline
+    if any(b != "xla" for b in shown):
+        raise ModelError(f"--baseline {next(b for b in shown if b != 'xla')!r} is unknown; use xla (or none)")
     if args.run:
         res = run_redistribution(args.src, args.dst, args.mesh, dtype=args.dtype, np=args.np, repeats=args.repeats)
     else:
@@ -83,7 +88,7 @@ def run(args) -> int:
     con.print(f"redistribute {res.src} -> {res.dst} on mesh {search.decomposition.original} (prime axes "
               f"{search.mesh}), dtype {res.dtype}")
     _table(con, "search (memory-bounded shortest path, §7)", search, itemsize)
-    if args.baseline or args.run:
+    if shown or args.run:
         _table(con, "baseline (XLA-style)", baseline, itemsize)
     if args.run:
         r = res.run

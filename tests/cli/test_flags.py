@@ -95,3 +95,17 @@ def test_dtype_takes_either_spelling(cli, plan):
     assert code == 2 and err.startswith("error: --dtype 'bf16' is not supported here; use one of i64 (int64)")
     code, _, err = cli("redistribute", "[4]", "[4]", "--mesh", "x=2", "--dtype", "f7")
     assert code == 2 and err.startswith("error: --dtype 'f7' is not an element type")
+
+def test_baseline_is_one_flag_of_one_form_in_every_verb(cli):
+    """``--baseline [NAMES]`` in every verb with baselines: comma-separated names, ``none``, or the flag alone for
+    all of them; unknown names are refused with exit 2 (redistribute's are the table's, the others the API's)."""
+    forms = {}
+    for verb in ("redistribute", "matmul", "factor"):
+        parser = build_parser([verb])._subparsers._group_actions[0].choices[verb]
+        action = next(a for a in parser._actions if "--baseline" in a.option_strings)
+        forms[verb] = (action.nargs, action.metavar, action.type)
+    assert set(forms.values()) == {("?", "NAMES", None)}, forms
+    for argv in (["redistribute", "[4]", "[4]", "--mesh", "x=1"], ["matmul", "8", "8", "8", "--np", "2"],
+                 ["factor", "lu", "64", "--np", "2"]):
+        code, _, err = cli(*argv, "--baseline", "nosuch")
+        assert code == 2 and "'nosuch'" in err and "--baseline" in err, err
