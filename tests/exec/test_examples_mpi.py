@@ -50,7 +50,8 @@ def test_docs_library_shows_each_example_as_it_runs():
     script is shown."""
     text = LIBRARY.read_text()
     blocks = re.findall(r"<!-- (examples/mpi/\w+\.py) -->\n```python\n(.*?)```", text, re.S)
-    assert len(blocks) == text.count("```python")
+    whole = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "MPI.COMM_WORLD" in b]
+    assert len(blocks) + len(whole) == text.count("```python")  # whole programs run as printed, below
     for path, code in blocks:
         source = (ROOT / path).read_text()
         assert code in source, f"docs/library.md shows code that is not in {path}:\n{code}"
@@ -65,7 +66,9 @@ def test_the_readme_links_the_library_page_and_the_examples():
 
 
 def test_the_mpi_code_of_the_docs_runs_as_printed():
-    """The "In your MPI program" blocks of docs/matmul.md and docs/factor.md run on 4 ranks as printed."""
-    pages = [ROOT / "docs" / "matmul.md", ROOT / "docs" / "factor.md"]
+    """The whole MPI programs of docs/library.md, and the "In your MPI program" blocks of docs/matmul.md and
+    docs/factor.md, run on 4 ranks as printed."""
+    pages = [LIBRARY, ROOT / "docs" / "matmul.md", ROOT / "docs" / "factor.md"]
     out = run_mpi_json(4, [str(RUNNER.with_name("run_snippets.py")), *map(str, pages)], timeout_s=600)
-    assert len(out["blocks"]) >= 2 and {b.split(":")[0] for b in out["blocks"]} == {"matmul.md", "factor.md"}
+    assert len(out["blocks"]) >= 3
+    assert {b.split(":")[0] for b in out["blocks"]} == {"library.md", "matmul.md", "factor.md"}
