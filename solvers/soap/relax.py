@@ -197,6 +197,9 @@ def joint_relaxation(problem: SubProblem, relax):
         if len(idx) == 1:
             out.append((Cs[0], W))
             continue
+        if W == 0:  # constant counts share no budget: the bound is their sum (and g below would divide by W)
+            out.append((sum(Cs), W))
+            continue
         lps = [_exponent_lp(problem, monos, problem.work[k][1]) for k in idx]
         keys = sorted({kk for lp in lps for kk in lp[4]})
         wm = np.zeros((len(idx), len(keys)))

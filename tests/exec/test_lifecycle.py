@@ -184,8 +184,9 @@ def test_meshplan_factor_run_interrupted(sig, tmp_path):
 
 @pytest.mark.parametrize("sig", _slow_for(signal.SIGINT))
 def test_meshplan_tensor_check_interrupted(sig, tmp_path):
-    argv = [_meshplan(), "tensor", "check", "--np", "4", "--json"]
-    rc, err = _interrupt(argv, "meshplan.exec.tensor.rank_main", 4, sig, tmp_path)
+    # on 8 ranks: the whole suite takes ~1 s on 4 idle ranks, too short to be interrupted reliably
+    argv = [_meshplan(), "tensor", "check", "--np", "8", "--json"]
+    rc, err = _interrupt(argv, "meshplan.exec.tensor.rank_main", 8, sig, tmp_path)
     _expect_exit(sig, rc, err, cli=True)
 
 

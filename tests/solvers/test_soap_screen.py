@@ -98,3 +98,14 @@ def test_random_programs_screened_and_derived_agree(soap_programs, data):
         _check(p)
     except ModelError:
         pass
+
+
+def test_statements_of_constant_count_in_a_fused_subgraph():
+    """Two statements whose counts are constants (exponent W = 0) in one fused subgraph: their joint bound is the
+    sum of their constants (no budget to share); the joint relaxation divided by W and gave NaN (a program
+    hypothesis drew)."""
+    src = ("def gen(N, M):\n    for i in range(0, N):\n        A[i] = A[i + 1] * Y[i + -1, i] * A[i + -1]\n"
+           "    for i in range(0, N):\n        for j in range(0, N):\n            A[i] = X[i + 1]\n"
+           "    for i in range(0, N):\n        for j in range(0, N):\n            A[i] = Y[i + 1, j + 1] * X[j + -1]\n")
+    (p,) = parse_source(src)
+    _check(p)
