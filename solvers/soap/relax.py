@@ -157,13 +157,30 @@ def relaxation(problem: SubProblem):
     return out
 
 
+#: the largest exponent denominator (root degree) and base size the AM-GM constant is kept exact for; beyond,
+#: sympy would factor numbers of millions of digits (a dual with denominators ~10^8 ran for hours)
+EXACT_ROOT, EXACT_BASE = 1000, 10 ** 12
+
+
 @functools.lru_cache(maxsize=4096)
 def _am_gm_constant(weights: tuple, W: Fraction) -> sp.Expr:
-    """``∏_j (w_j/(W c_j))^{w_j}`` over ``(w_j, c_j)`` pairs with ``w_j > 0`` (simplified once)."""
-    C = sp.Integer(1)
-    for wj, cj in weights:
-        C *= (sp.Rational(wj) / (sp.Rational(W) * sp.Rational(cj))) ** sp.Rational(wj)
-    return sp.nsimplify(C)
+    """``∏_j (w_j/(W c_j))^{w_j}`` over ``(w_j, c_j)`` pairs with ``w_j > 0`` (simplified once).
+
+    Exact for the small rationals of real loop nests; when a degenerate LP dual has exponents with large
+    denominators (or the bases large parts), a rational just above the value (52 digits of mpmath, then up
+    by 1e-12 relative): ``χ ≤ C·X^W`` stays an upper bound, the I/O bound a valid (negligibly weaker) one."""
+    bases = [(Fraction(wj) / (Fraction(W) * Fraction(cj)), Fraction(wj)) for wj, cj in weights]
+    if all(e.denominator <= EXACT_ROOT and max(b.numerator, b.denominator) <= EXACT_BASE for b, e in bases):
+        C = sp.Integer(1)
+        for b, e in bases:
+            C *= sp.Rational(b) ** sp.Rational(e)
+        return sp.nsimplify(C)
+    import mpmath
+
+    with mpmath.workdps(52):
+        value = mpmath.exp(mpmath.fsum(mpmath.mpf(e.numerator) / e.denominator
+                                       * mpmath.log(mpmath.mpf(b.numerator) / b.denominator) for b, e in bases))
+        return sp.Rational(int(mpmath.ceil(value * (1 + mpmath.mpf(10) ** -12) * 10 ** 15)), 10 ** 15)
 
 
 def joint_relaxation(problem: SubProblem, relax):
