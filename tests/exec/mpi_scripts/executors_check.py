@@ -102,6 +102,27 @@ def reduction_bytes_and_errors() -> None:
         record(f"allreduce refuses {what}", refused)
 
 
+def reduction_with_the_same_arrays_again() -> None:
+    """A training loop: the same gradient and output arrays every call, their contents changing; in place and
+    into out= alternating; an array freed and a new one (possibly at the same address) of another length."""
+    prog = mp.solve_placement("node=2,gpu=2", "4", "0", max_size=3).program(0, 0)
+    ok = True
+    with prog.bind(COMM) as red:
+        x, out = data(RANK, 1001, np.float64), np.empty(1001)
+        for step in range(6):
+            x[:] = data(RANK + 10 * step, 1001, np.float64)
+            want = sum(data(r + 10 * step, 1001, np.float64) for r in range(4))
+            got = red.allreduce(x, out=out) if step % 3 else red.allreduce(x.copy())
+            ok = ok and np.array_equal(got, want) and (got is out) == bool(step % 3)
+            ok = ok and np.array_equal(red.allreduce(x, out=out), want) and np.array_equal(red.allreduce(x, out=out),
+                                                                                            want)
+        del x, out
+        for n in (999, 1001, 7):
+            y = data(RANK, n, np.float32)
+            ok = ok and np.array_equal(red.allreduce(y), sum(data(r, n, np.float32) for r in range(4)))
+    record("the same arrays call after call, in place and into out=, then others", ok)
+
+
 def reduction_on_a_sub_communicator() -> None:
     half = COMM.Split(RANK // 2, RANK)
     try:
@@ -149,6 +170,7 @@ def main() -> None:
     with abort_on_error(COMM):
         reduction_cases()
         reduction_bytes_and_errors()
+        reduction_with_the_same_arrays_again()
         reduction_on_a_sub_communicator()
         redistribution_cases()
     if RANK == 0:
