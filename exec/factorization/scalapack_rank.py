@@ -5,7 +5,8 @@ JOB: ``{"cases": [{"kind", "N", "grid": [nprow, npcol], "nb", "matrix", "repeats
 the grid builds its Fortran-ordered local tile of the same matrix as the COnfLUX runs
 (:func:`meshplan.exec.factorization.matrices.make_matrix`), factors it once while the PMPI counter
 (when preloaded) counts, then ``repeats`` timed runs on fresh copies; rank 0 gathers the factors and
-the pivots (uncounted) and checks the scaled residual and the growth factor.
+the pivots (uncounted) and checks the scaled residual and the growth factor.  Every result names the
+BLAS kernel the baseline ran (:func:`meshplan.exec.runtime.scalapack.kernel`).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def _case(ctx: RankContext, sl, case: dict) -> dict | None:
     out = {"kind": kind, "N": N, "grid": [pr, pc], "block": nb,
            "pmpi_words_per_rank": (None if any(p[6] is None for p in parts)
                                    else float(np.mean([p[6] for p in parts]) / 8)),
-           "time_s": None if timing is None else timing.min_s}
+           "time_s": None if timing is None else timing.min_s, "blas": scalapack.kernel()}
     bad = [p[5] for p in parts if p[5] != 0]
     if bad:
         out.update(verified=False, scaled_residual=None, growth_factor=None,

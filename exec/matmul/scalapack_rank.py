@@ -4,7 +4,10 @@ JOB: ``{"repeats", "cases": [{"name", "m", "n", "k", "grid": [pr, pc], "nb"}]}``
 ranks (a row-major BLACS grid, :mod:`meshplan.exec.runtime.scalapack`) every case builds its local,
 Fortran-ordered block-cyclic pieces of the same test matrices as :mod:`meshplan.exec.matmul.rank`, runs
 ``pdgemm`` once counted by the PMPI counter (if preloaded), then ``repeats`` timed runs, and checks its
-local C against numpy.  f64 only (pdgemm).
+local C against numpy.  f64 only (pdgemm).  With ``"numpy": true`` in a case (one rank, whose local
+matrices are the whole ones) the timed runs alternate with ``numpy.dot`` on the same arrays
+(:func:`~meshplan.exec.runtime.timing.time_interleaved`): is the baseline's BLAS as fast as numpy's?
+Every result names the BLAS kernel the baseline ran (:func:`meshplan.exec.runtime.scalapack.kernel`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import numpy as np
 from meshplan.exec.matmul.rank import matrix_values
 from meshplan.exec.runtime import pmpi, scalapack
 from meshplan.exec.runtime.rank import RankContext, rank_main
-from meshplan.exec.runtime.timing import time_repeats
+from meshplan.exec.runtime.timing import time_interleaved, time_repeats
 
 __all__ = ["handle"]
 
@@ -47,6 +50,10 @@ def _case(ctx: RankContext, sl, case: dict):
         sl.pdgemm("N", "N", m, n, k, 1.0, a, 1, 1, da, b, 1, 1, db, 0.0, c, 1, 1, dc)
         return c[:len(ri_a), :len(ci_c)]
 
+    if case.get("numpy"):
+        out = np.empty(c.shape)  # C-ordered, as np.dot requires
+        run.numpy = lambda: np.dot(a, b, out=out)
+
     want = matrix_values("A", (m, k), ri_a, np.arange(k), np.float64) @ \
         matrix_values("B", (k, n), np.arange(k), ci_c, np.float64)
     return run, want, g
@@ -54,6 +61,7 @@ def _case(ctx: RankContext, sl, case: dict):
 
 def handle(ctx: RankContext, job: dict) -> dict:
     sl = scalapack.load()
+    blas = scalapack.kernel()
     results = []
     for case in job["cases"]:
         run, want, g = _case(ctx, sl, case)
@@ -63,8 +71,13 @@ def handle(ctx: RankContext, job: dict) -> dict:
         pm = pmpi.diff(before)
         diff = float(np.max(np.abs(got - want))) if run and want.size else 0.0
         scale = float(np.max(np.abs(want))) if run and want.size else 0.0
-        timing = time_repeats(ctx.comm, run if run else (lambda: None), repeats=int(job.get("repeats", 1)),
-                              warmup=0)
+        reps = int(job.get("repeats", 1))
+        ref = None
+        if case.get("numpy") and ctx.world.Get_size() == 1:
+            both = time_interleaved(ctx.comm, {"pdgemm": run, "numpy": run.numpy}, repeats=reps, warmup=1)
+            timing, ref = both["pdgemm"], both["numpy"]
+        else:
+            timing = time_repeats(ctx.comm, run if run else (lambda: None), repeats=reps, warmup=0)
         rows = ctx.world.gather({"diff": diff, "scale": scale, "pmpi": pm}, root=0)
         if g.inside:
             sl.close_blacs_context(g.ctx)
@@ -75,8 +88,9 @@ def handle(ctx: RankContext, job: dict) -> dict:
                 "max_rel_error": (d / s) if s > 0 else (0.0 if d == 0 else float("inf")),
                 "pmpi_words_per_rank": (None if rows[0]["pmpi"] is None else [x["pmpi"][1] // 8 for x in rows]),
                 "times_s": list(timing.times_s), "time_min_s": timing.min_s, "time_median_s": timing.median_s,
-            })
-    return {"cases": results, "pmpi": pmpi.active()}
+                "blas": blas,
+            } | ({} if ref is None else {"numpy_dot_time_median_s": ref.median_s}))
+    return {"cases": results, "pmpi": pmpi.active(), "blas": blas}
 
 
 if __name__ == "__main__":

@@ -9,12 +9,15 @@ Outside MPI (launcher side):
   ``libmpich.so.12`` dependency is rewritten with ``patchelf --replace-needed`` to the wheel's
   ``libmpi.so.12`` (the same MPICH ABI).  ``$MESHPLAN_SCALAPACK_LIB`` overrides the search.
 * :func:`rank_env` — the environment to give :func:`~meshplan.exec.runtime.launch.run_job` (``env=``):
-  the library path and ``OPENBLAS_NUM_THREADS=1``.
+  the library path, ``OPENBLAS_NUM_THREADS=1`` and, from :func:`best_coretype`, the ``OPENBLAS_CORETYPE``
+  that makes the baseline's OpenBLAS run the kernel of this CPU (the baseline ranks only).
+* :func:`best_coretype` — the OpenBLAS kernel for this CPU: the architecture that numpy's (newer) OpenBLAS
+  detects, when the baseline's OpenBLAS has that kernel (checked once in a subprocess; cached).
 * :data:`INSTALL_HINT` — the commands that install everything (Debian; ``.ci/run`` runs them).
 
 Inside a rank: :func:`load` (the library through ``scalapack4py``, symbols global), :func:`load_in` (the
 same inside a user's MPI program started without the launcher's environment: collective, one verdict for
-every rank), :func:`grid` (a BLACS process grid over the first ``nprow·npcol`` ranks of ``COMM_WORLD`` or of
+every rank), :func:`kernel` (the BLAS the loaded ScaLAPACK runs on and its kernel, for the JSON), :func:`grid` (a BLACS process grid over the first ``nprow·npcol`` ranks of ``COMM_WORLD`` or of
 a given communicator, row-major), :func:`local_indices` (the global rows or
 columns a process holds in a block-cyclic distribution, in local order) and :func:`descriptor` (a
 ScaLAPACK array descriptor for a local, Fortran-ordered array).  Local arrays must be Fortran-ordered
@@ -23,7 +26,9 @@ ScaLAPACK array descriptor for a local, Fortran-ordered array).  Local arrays mu
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -37,12 +42,14 @@ from meshplan.models.core.errors import MeshplanError
 from meshplan.models.core.outputs import atomic_path
 
 __all__ = ["ScalapackUnavailable", "INSTALL_HINT", "library", "rank_env", "available", "load", "load_in", "Grid",
-           "grid", "local_indices", "descriptor", "LIB_ENV"]
+           "grid", "local_indices", "descriptor", "LIB_ENV", "CORETYPE_ENV", "best_coretype", "kernel"]
 
 #: environment variable: the ScaLAPACK library the ranks load (set by :func:`rank_env`; a user override)
 LIB_ENV = "MESHPLAN_SCALAPACK_LIB"
+#: environment variable: the kernel OpenBLAS runs (read once when the library loads)
+CORETYPE_ENV = "OPENBLAS_CORETYPE"
 INSTALL_HINT = ("apt-get install -y libscalapack-mpich2.2 libopenblas0-serial patchelf && "
-                "pip install 'meshplan[scalapack]' (scalapack4py)")
+                "pip install 'meshplan[scalapack]' (scalapack4py, threadpoolctl)")
 _DEBIAN = ("/usr/lib/x86_64-linux-gnu/libscalapack-mpich.so.2.2",
            "/usr/lib/aarch64-linux-gnu/libscalapack-mpich.so.2.2",
            "/usr/lib/x86_64-linux-gnu/libscalapack-mpich.so")
@@ -108,8 +115,58 @@ def available() -> tuple[bool, str]:
 
 
 def rank_env() -> dict[str, str]:
-    """Environment for ranks that run ScaLAPACK (merge with e.g. :func:`~meshplan.exec.runtime.pmpi.preload_env`)."""
-    return {LIB_ENV: library(), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    """Environment for ranks that run ScaLAPACK (merge with e.g. :func:`~meshplan.exec.runtime.pmpi.preload_env`):
+    single-threaded BLAS (one rank per core, as meshplan's ranks) at this CPU's kernel (:func:`best_coretype`)."""
+    env = {LIB_ENV: library(), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    core = best_coretype()
+    if core:
+        env[CORETYPE_ENV] = core
+    return env
+
+
+def _blas_of(entries: list[dict], baseline: bool) -> dict | None:
+    """The OpenBLAS among threadpoolctl's ``entries``: numpy's (inside ``site-packages``) or the system's."""
+    for e in entries:
+        if e.get("internal_api") == "openblas" and ("site-packages" in e.get("filepath", "")) != baseline:
+            return e
+    return None
+
+
+def _probe(lib: str, coretype: str | None) -> dict | None:
+    """threadpoolctl's view of the OpenBLAS that ``lib`` loads, in a fresh process with ``coretype`` set."""
+    env = {k: v for k, v in os.environ.items() if k != CORETYPE_ENV}
+    if coretype:
+        env[CORETYPE_ENV] = coretype
+    code = ("import ctypes, json, sys; ctypes.CDLL(sys.argv[1]); "
+            "from threadpoolctl import threadpool_info; print(json.dumps(threadpool_info()))")
+    out = subprocess.run([sys.executable, "-c", code, lib], capture_output=True, text=True, env=env, timeout=60)
+    return _blas_of(json.loads(out.stdout), True) if out.returncode == 0 and out.stdout.strip() else None
+
+
+@functools.lru_cache(maxsize=None)
+def best_coretype() -> str | None:
+    """The ``OPENBLAS_CORETYPE`` for the baseline's ranks, or None to leave its own detection.
+
+    The best kernel for this CPU is the one numpy's OpenBLAS (a recent release) detects, as threadpoolctl
+    reports it; an older OpenBLAS (Debian's 0.3.21) may not recognise a newer CPU and fall back to an old
+    kernel.  The baseline's OpenBLAS is asked (in a subprocess) whether it knows that kernel: if it does,
+    that kernel is set; if not, its own choice stands.  A user's ``$OPENBLAS_CORETYPE`` wins."""
+    if os.environ.get(CORETYPE_ENV):
+        return os.environ[CORETYPE_ENV]
+    try:
+        import numpy  # noqa: F401 - its OpenBLAS is the reference
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    ref = _blas_of(threadpool_info(), False)
+    want = ref.get("architecture") if ref else None
+    if not want:
+        return None
+    try:
+        got = _probe(library(), want)
+    except (ScalapackUnavailable, OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return want if got and str(got.get("architecture", "")).lower() == want.lower() else None
 
 
 # -- inside a rank ---------------------------------------------------------------------------------
@@ -130,6 +187,23 @@ def load(path: str | None = None):
         path = path or os.environ.get(LIB_ENV) or library()
         _loaded = ScaLAPACK4py(ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL))
     return _loaded
+
+
+def kernel() -> dict:
+    """Inside a rank, after :func:`load`: the BLAS the baseline runs on — ``{"blas", "version",
+    "architecture", "coretype"}`` (threadpoolctl's view of the system OpenBLAS; ``architecture`` is the kernel
+    it runs, ``coretype`` the ``OPENBLAS_CORETYPE`` it was given).  ``blas`` is ``"unknown"`` when the
+    loaded BLAS is not an OpenBLAS threadpoolctl can see (e.g. the reference BLAS: slow)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return {"blas": "unknown (threadpoolctl is not installed)", "version": None, "architecture": None,
+                "coretype": os.environ.get(CORETYPE_ENV)}
+    e = _blas_of(threadpool_info(), True)
+    if e is None:
+        return {"blas": "unknown", "version": None, "architecture": None, "coretype": os.environ.get(CORETYPE_ENV)}
+    return {"blas": e["filepath"], "version": e.get("version"), "architecture": e.get("architecture"),
+            "coretype": os.environ.get(CORETYPE_ENV)}
 
 
 def load_in(comm):

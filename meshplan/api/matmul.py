@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from meshplan.models.core.checks import check_repeats
 from meshplan.models.core.errors import ModelError, quote
-from meshplan.models.core.values import Value, freeze, library_field, value
+from meshplan.models.core.values import Value, freeze, library_field, optional_field, value
 from meshplan.models.matmul.costs import domain_words, sequential_bound, table33, thesis_rounds
 from meshplan.models.matmul.layouts import check_layout, scalapack_block
 from meshplan.models.matmul.problem import Grid, MatmulProblem
@@ -97,7 +97,9 @@ class SummaBaseline(Value):
 
 @value
 class ScalapackBaseline(Value):
-    """ScaLAPACK's pdgemm, run on the pr×pc ``grid`` in ``block``×``block`` blocks (measured by PMPI only)."""
+    """ScaLAPACK's pdgemm, run on the pr×pc ``grid`` in ``block``×``block`` blocks (measured by PMPI only);
+    ``blas``: the library, version and kernel (``architecture``) of the OpenBLAS it ran on, and the
+    ``OPENBLAS_CORETYPE`` its ranks were given (:func:`meshplan.exec.runtime.scalapack.kernel`)."""
 
     verified: bool
     max_rel_error: float
@@ -107,6 +109,7 @@ class ScalapackBaseline(Value):
     time_s: Seconds
     grid: tuple[int, int]
     block: int
+    blas: Mapping[str, Any] | None = optional_field()
 
 
 @value
@@ -280,5 +283,5 @@ def run_matmul(plan_or_m: int | MatmulPlan, n: int | None = None, k: int | None 
         case = dict(name="scalapack", m=pr.m, n=pr.n, k=pr.k, grid=list(sg), nb=block)
         got_s = run_scalapack(pr.p, [case], repeats=repeats, use_pmpi=pmpi, timeout_s=timeout)[0]
         base["scalapack"] = ScalapackBaseline(model_words_per_rank=None, grid=tuple(sg), block=block,
-                                              **_measured(got_s))
+                                              blas=freeze(got_s.get("blas")), **_measured(got_s))
     return replace(plan, run=run, baselines=freeze(base))

@@ -103,6 +103,9 @@ def _print(rep: dict) -> None:
                   f"{r['growth_factor']:.3g}" if r.get("growth_factor") is not None else "-",
                   f"{r['time_s']:.3f} s" if r.get("time_s") else ("n/a" if r.get("available") is False else "-"))
     con.print(t)
+    blas = (rep["baselines"].get("scalapack") or {}).get("blas")
+    if blas:
+        con.print(f"ScaLAPACK ran on OpenBLAS {blas['version']}, kernel {blas['architecture']}")
     con.print(f"section 4.6 lower bound: {lb:,.0f} words per rank (attained only for large N; it also counts "
               "loading the input once, which an already distributed matrix does not pay)")
     for line in rep["explanation"]:

@@ -108,5 +108,8 @@ def _print(rep: dict) -> None:
                   f"{run['time_s']['min']:.4f} s" if run and run.get("time_s", {}).get("min") else "-",
                   f"{run['max_rel_error']:.1e}" if run else "-")
     con.print(t)
+    blas = (rep["baselines"].get("scalapack") or {}).get("blas")
+    if blas:
+        con.print(f"ScaLAPACK ran on OpenBLAS {blas['version']}, kernel {blas['architecture']}")
     con.print(f"Theorem 3.2 lower bound: {lb:,.1f} words per rank; Table 3.3 models: "
               + ", ".join(f"{k} {v:,.0f}" for k, v in rep["table33"].items()))
