@@ -50,7 +50,7 @@ from meshplan.models.core.errors import MeshplanError, ModelError, VerificationE
 from meshplan.models.core.outputs import write_output
 
 __all__ = ["MpiRunError", "MpiResult", "mpiexec_path", "run_job", "run_mpi", "run_mpi_json", "read_job",
-           "max_ranks", "check_np", "oversubscribe", "MAX_RANKS_ENV", "RANKS_PER_CORE", "GRACE_S", "MAX_TEST_RANKS"]
+           "max_ranks", "check_np", "oversubscribe", "launch_through", "MAX_RANKS_ENV", "RANKS_PER_CORE", "GRACE_S", "MAX_TEST_RANKS"]
 
 #: the CI machine has 2 cores; tests oversubscribe up to this many ranks
 MAX_TEST_RANKS = 8
@@ -63,6 +63,21 @@ GRACE_S = 2.0
 _FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP")
 #: set by :func:`oversubscribe`: the rank limit is lifted for the jobs started inside it
 _OVERSUBSCRIBE: contextvars.ContextVar[bool] = contextvars.ContextVar("meshplan_oversubscribe", default=False)
+#: set by :func:`launch_through`: (command before ``mpiexec``, arguments after it, environment) of the jobs
+#: started inside it (the emulated multi-node testbed of :mod:`meshplan.exec.testbed`)
+_THROUGH: contextvars.ContextVar[tuple] = contextvars.ContextVar("meshplan_launch_through", default=((), (), {}))
+
+
+@contextlib.contextmanager
+def launch_through(prefix: Sequence[str] = (), args: Sequence[str] = (),
+                   env: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Jobs started inside the block run as ``PREFIX… mpiexec ARGS… -n N …`` with ``env`` added (e.g. enter a
+    network namespace, a host file and a launcher); the lifecycle (timeout, signals, kill) is unchanged."""
+    token = _THROUGH.set((tuple(prefix), tuple(args), dict(env or {})))
+    try:
+        yield
+    finally:
+        _THROUGH.reset(token)
 
 
 class MpiRunError(VerificationError):
@@ -353,7 +368,9 @@ def _run(np: int, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, st
     safe = ["-P"] if sys.version_info >= (3, 11) else []
     if not safe and cwd is None:
         cwd = tempfile.gettempdir()
-    cmd = [mpiexec_path(), "-n", str(np), sys.executable, *safe, *argv]
+    prefix, extra, through_env = _THROUGH.get()
+    cmd = [*prefix, mpiexec_path(), *extra, "-n", str(np), sys.executable, *safe, *argv]
+    env = {**(env or {}), **through_env} if through_env else env
     with _signals_raise():
         proc = None
         try:
