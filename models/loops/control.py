@@ -81,13 +81,18 @@ class Branch:
 
 @dataclass(frozen=True, slots=True)
 class Opaque:
-    """A loop outside the class: ``symbol`` iterations of ``body`` (thesis section 2.5.1)."""
+    """A loop outside the class: ``symbol`` iterations of ``body`` (thesis section 2.5.1).
+
+    ``cond``: for an ``if`` on iteration variables (an ``else`` is the negation), the condition as a sympy
+    relation, so that a counter that takes conditions into the iteration domain (Barvinok's algorithm) can
+    use it; None for loops and for conditions that read data."""
 
     symbol: str
     body: tuple["Node", ...]
     line: int = 0
     construct: str = ""
     assigned: tuple[str, ...] = ()
+    cond: sp.Basic | None = None
 
 
 Node = Union[Assign, Loop, Work, Branch, Opaque]

@@ -230,7 +230,7 @@ class _FlowReader(_Reader):
                                  "iteration variables must be updated by integer expressions") from None
         return Assign(targets, exprs, node.lineno)
 
-    def _opaque(self, node, construct: str, why: str, body_nodes, depth, loopvars, extra=()) -> Opaque:
+    def _opaque(self, node, construct: str, why: str, body_nodes, depth, loopvars, extra=(), cond=None) -> Opaque:
         self.n_unknown += 1
         u = f"u{self.n_unknown}"
         self.notes.append(f"line {node.lineno}: {construct} is outside the affine class ({why}); "
@@ -241,7 +241,7 @@ class _FlowReader(_Reader):
             body = ()
         assigned = {n.id for st in ast.walk(ast.Module(body=list(body_nodes), type_ignores=[]))
                     for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        return Opaque(u, body, node.lineno, construct, tuple(sorted((assigned | set(extra)) & self.itvars)))
+        return Opaque(u, body, node.lineno, construct, tuple(sorted((assigned | set(extra)) & self.itvars)), cond)
 
     def for_loop(self, node: ast.For, depth, loopvars) -> list:
         head = f"`for {ast.unparse(node.target)} in {ast.unparse(node.iter)}`"
@@ -305,11 +305,18 @@ class _FlowReader(_Reader):
             except _Outside:
                 data = True
         if data or (self.rank_name and self.rank_name in names):
+            cond = None  # a condition on iteration variables and parameters (no data) is kept for the counter
+            if not (names & self.data) and not any(isinstance(n, (ast.Subscript, ast.Call)) for n in ast.walk(node.test)):
+                try:
+                    cond = self.condition(node.test)
+                except _Outside:
+                    cond = None
             out = [self._opaque(node, f"`if {ast.unparse(node.test)}`", "the condition is not on parameters only",
-                                node.body, depth - 1, loopvars)]
+                                node.body, depth - 1, loopvars, cond=cond)]
             if node.orelse:
                 out.append(self._opaque(node.orelse[0], f"`else` of line {node.lineno}",
-                                        "the condition is not on parameters only", node.orelse, depth - 1, loopvars))
+                                        "the condition is not on parameters only", node.orelse, depth - 1, loopvars,
+                                        cond=None if cond is None else sp.Not(cond)))
             return out
         return [Branch(cond, self.block(node.body, depth, loopvars), self.block(node.orelse, depth, loopvars),
                        node.lineno)]
@@ -343,12 +350,12 @@ class _FlowReader(_Reader):
             return sp.And(*parts) if isinstance(test.op, ast.And) else sp.Or(*parts)
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             return sp.Not(self.condition(test.operand))
-        if isinstance(test, ast.Compare) and len(test.ops) == 1:
-            a, b = self.expr(test.left, {}), self.expr(test.comparators[0], {})
+        if isinstance(test, ast.Compare):  # `a < b <= c` is `a < b and b <= c`
             rel = {ast.Lt: sp.Lt, ast.LtE: sp.Le, ast.Gt: sp.Gt, ast.GtE: sp.Ge, ast.Eq: sp.Eq, ast.NotEq: sp.Ne}
-            f = rel.get(type(test.ops[0]))
-            if f is not None:
-                return f(a, b)
+            terms = [self.expr(t, {}) for t in (test.left, *test.comparators)]
+            fs = [rel.get(type(op)) for op in test.ops]
+            if all(f is not None for f in fs):
+                return sp.And(*[f(a, b) for f, a, b in zip(fs, terms, terms[1:])])
         raise _Outside("unsupported condition")
 
     def expr(self, node, env, bound: bool = False) -> sp.Expr:
@@ -361,6 +368,11 @@ class _FlowReader(_Reader):
                 raise _Outside(node.id)
             self.size_names.add(node.id)
             return sym(node.id)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):  # `i % 3`: a constant modulus only
+            a, b = self.expr(node.left, env), self.expr(node.right, env)
+            if not (b.is_Integer and b > 0):
+                raise _Outside(f"`{ast.unparse(node)}` is not a remainder by a positive integer constant")
+            return sp.Mod(a, b)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             a, b = self.expr(node.left, env), self.expr(node.right, env)
             if b == 0:
