@@ -208,6 +208,7 @@ def components(program: Program, st: Statement, order: int) -> list[Component]:
                 # any version loop nested inside u (the element is rewritten only when u reaches it)
                 if not _compatible(dims, w):
                     cand = ()   # w never writes an element of this shape: no versions from w
+                cand = tuple(v for v in cand if _rewrites_along(dims, w, st, v))
                 shifted = _shifted_vars(dims, offs, w, st)
                 pos = {v: n for n, v in enumerate(st.vars)}
                 cand = tuple(v for v in cand if all(pos[v] < pos.get(u, -1) for u in shifted))
@@ -225,6 +226,32 @@ def _compatible(dims, w: Statement) -> bool:
     for d, wd in zip(dims, wdims):
         if len(d) != len(wd) or (len(d) == 1 and d[0][1] != wd[0][1]) or (len(d) > 1 and d != wd):
             return False
+    return True
+
+
+def _rewrites_along(dims, w: Statement, reader: Statement, v: str) -> bool:
+    """``w`` rewrites the element the reader's access ``dims`` names at every step of loop ``v``
+    (section 5.5.2), not only on a lower-order set.
+
+    Between two steps of ``v`` the loops enclosing ``v`` keep the reader's values, so a dimension
+    of ``w``'s output indexed by such an outer loop ``u`` meets the read element only where the
+    read's subscript equals ``u`` — generically, only when the read's dimension is the same
+    ``u`` with the same coefficient (a translation).  ``A[i] += A[j]`` over ``i, j, k``: between
+    two steps of ``k`` only ``A[i]`` is rewritten, so the read ``A[j]`` has no version along
+    ``k`` (it changes only when ``i`` passes ``j``); versions there would make χ bounded where it
+    is not, and the bound would exceed the I/O of a schedule that keeps ``A`` in fast memory.
+    """
+    wloops = [lp.var for lp in w.loops]
+    if v not in wloops:
+        return True
+    outer = set(wloops[:wloops.index(v)])
+    wdims = [_decompose(e, set(w.vars), w, w.output)[0] for e in w.output.index]
+    if len(wdims) != len(dims):
+        return True
+    for d, wd in zip(dims, wdims):
+        for u, c in wd:
+            if u in outer and (u, c) not in d:
+                return False
     return True
 
 
