@@ -92,6 +92,7 @@ class RedistributionPlan(Value):
     baseline: RedistributionProgram
     dtype: str
     run: RedistributionRun | None = optional_field()  # only when the plans ran
+    cost_model: str | None = optional_field()  # "wire" when costs count bytes sent; absent for Fig. 11
     search: Any = library_field()
     baseline_plan: Any = library_field()
     problem: Any = library_field()
@@ -136,18 +137,23 @@ def _problem(src: Any, dst: Any, mesh: Any, dtype: Any) -> RedistributionProblem
     return RedistributionProblem(as_type(src), as_type(dst), as_mesh(mesh), dtype)
 
 
-def plan_redistribution(src: Any, dst: Any = None, mesh: Any = None, *, dtype: str = "f32") -> RedistributionPlan:
+def plan_redistribution(src: Any, dst: Any = None, mesh: Any = None, *, dtype: str = "f32",
+                        cost: str = "paper") -> RedistributionPlan:
     """The memory-bounded program of the shortest-path search (§7) that redistributes an array from type
     ``src`` to ``dst`` on ``mesh`` (e.g. ``"[4{x}16,16]"``, ``"[16,4{x}16]"``, ``"x=4"``; or one
     :class:`RedistributionProblem`), never holding more per device than the larger tile, next to the
-    XLA-style baseline.  ``dtype`` (``f32``, ``f64``, ``bf16``, ``i32`` …) sets the byte figures."""
+    XLA-style baseline.  ``dtype`` (``f32``, ``f64``, ``bf16``, ``i32`` …) sets the byte figures.  ``cost``
+    is what the search minimises and the costs report: ``"paper"`` (Fig. 11, the default, reproduces the
+    paper) or ``"wire"`` (the bytes each device sends, the (g−1)/g factors of each collective included)."""
+    from meshplan.models.redistribution.cost import check_cost
     from meshplan.solvers.redistribution.baseline import baseline_plan
     from meshplan.solvers.redistribution.plan import plan_redistribution as _plan
 
+    check_cost(cost)
     pr = _problem(src, dst, mesh, dtype)
     item = pr.itemsize
-    search = _plan(pr.mesh, pr.src, pr.dst)
-    base = baseline_plan(pr.mesh, pr.src, pr.dst)
+    search = _plan(pr.mesh, pr.src, pr.dst, cost=cost)
+    base = baseline_plan(pr.mesh, pr.src, pr.dst, cost=cost)
     dec = search.decomposition
     return RedistributionPlan(
         mesh=dec.original.cli(), prime_mesh=dec.prime.cli(), src=str(dec.recompose(search.src)),
@@ -155,11 +161,11 @@ def plan_redistribution(src: Any, dst: Any = None, mesh: Any = None, *, dtype: s
         program=_steps(search, item), height=search.height, height_bytes=search.height * item, cost=search.cost,
         cost_bytes=search.cost * item, weak_cost_bytes=search.weak_cost * item,
         within_bound=search.height <= search.bound, baseline=_program(base, item), dtype=pr.dtype,
-        search=search, baseline_plan=base, problem=pr)
+        search=search, baseline_plan=base, problem=pr, cost_model=None if cost == "paper" else cost)
 
 
 def run_redistribution(src: Any, dst: Any = None, mesh: Any = None, *, dtype: str = "f32", np: int | None = None,
-                       repeats: int = 3) -> RedistributionPlan:
+                       repeats: int = 3, cost: str = "paper") -> RedistributionPlan:
     """:func:`plan_redistribution`, then run the searched and the baseline program on MPI ranks (one per
     mesh device) through their executors, verify the result against numpy after every step and report
     peak memory and time (``run``)."""
@@ -171,7 +177,7 @@ def run_redistribution(src: Any, dst: Any = None, mesh: Any = None, *, dtype: st
     check_repeats(repeats)
     if np is not None:
         check_ranks(np, "np")
-    plan = plan_redistribution(src, dst, mesh, dtype=dtype)
+    plan = plan_redistribution(src, dst, mesh, dtype=dtype, cost=cost)
     res = run_plans([{"search": plan.search, "baseline": plan.baseline_plan}], np=np, dtype=plan.dtype,
                     repeats=repeats)[0]
     stats = {name: ProgramRunStats(r.verified, r.peak_tile_bytes, r.peak_live_bytes, r.time_s)

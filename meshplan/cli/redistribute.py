@@ -22,6 +22,7 @@ examples:
   meshplan redistribute '[3{x}12,2{y}12]' '[2{y}12,3{x}12]' --mesh x=4,y=6 --baseline
   meshplan redistribute '[64{x,y}1024,128]' '[1024,8{x,y}128]' --mesh x=4,y=4 --json
   meshplan redistribute '[16{y}32,16,16{x}64]' '[32,2{x,y}16,64]' --mesh x=4,y=2 --run   # and on MPI
+  meshplan redistribute '[128{a}256,128{b}256]' '[256,256]' --mesh a=2,b=2 --cost wire   # bytes sent
 """
 
 
@@ -42,6 +43,9 @@ def register(subparsers) -> None:
     add_dtype_flag(p, choices=sorted(DTYPES), default="f32")
     add_baseline_flag(p, names=("xla",), default="none",
                       help="baselines to show next to the search (xla: GSPMD's resharding; --run runs it anyway)")
+    p.add_argument("--cost", choices=("paper", "wire"), default="paper",
+                   help="what the search minimises: paper = Fig. 11 of the paper (default; reproduces it), "
+                        "wire = bytes each device sends, with the (g-1)/g factor of each collective")
     p.add_argument("--run", action="store_true", help="execute both programs on MPI and verify them")
     add_np_flag(p, help="MPI ranks for --run (must equal the mesh size)")
     add_repeats_flag(p, default=3, help="timed runs per program with --run")
@@ -65,6 +69,7 @@ def _table(con, title: str, plan, itemsize: int) -> None:
     con.print(t)
     con.print(f"  height {format_bytes(plan.height * itemsize)} (bound {format_bytes(plan.bound * itemsize)}), "
               f"cost {format_bytes(plan.cost * itemsize)} per device"
+              + (" (bytes sent)" if plan.cost_model == "wire" else "")
               + ("" if plan.steps else "; nothing to do"))
 
 
@@ -77,9 +82,10 @@ def run(args) -> int:
     if any(b != "xla" for b in shown):
         raise ModelError(f"--baseline {next(b for b in shown if b != 'xla')!r} is unknown; use xla (or none)")
     if args.run:
-        res = run_redistribution(args.src, args.dst, args.mesh, dtype=args.dtype, np=args.np, repeats=args.repeats)
+        res = run_redistribution(args.src, args.dst, args.mesh, dtype=args.dtype, np=args.np, repeats=args.repeats,
+                                 cost=args.cost)
     else:
-        res = plan_redistribution(args.src, args.dst, args.mesh, dtype=args.dtype)
+        res = plan_redistribution(args.src, args.dst, args.mesh, dtype=args.dtype, cost=args.cost)
     if args.json:
         print_json(res.to_json())
         return 0 if res.verified else 1

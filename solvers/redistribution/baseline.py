@@ -240,7 +240,8 @@ def baseline_ops(dec: Decomposition, src: DistType, dst: DistType) -> tuple[Step
         return late
 
 
-def baseline_plan(mesh: Mesh, src: DistType, dst: DistType) -> Plan:
-    """The XLA-style program for ``src ⇝ dst``, replayed by the checker like every plan."""
+def baseline_plan(mesh: Mesh, src: DistType, dst: DistType, cost: str = "paper") -> Plan:
+    """The XLA-style program for ``src ⇝ dst``, replayed by the checker like every plan; its costs under the
+    model ``cost`` (``paper`` or ``wire``)."""
     dec = check_problem(mesh, src, dst)
-    return make_plan("baseline", dec, dec.type(src), dec.type(dst), baseline_ops(dec, src, dst))
+    return make_plan("baseline", dec, dec.type(src), dec.type(dst), baseline_ops(dec, src, dst), cost=cost)

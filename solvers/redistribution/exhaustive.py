@@ -4,8 +4,9 @@ Dijkstra (breadth-first by cost) over *all* well-formed concrete types with the
 problem's global type on the prime mesh — no memory bound — with the strict
 multi-axis rules of Fig. 8 (allgather and alltoall of any minor-most run of axes,
 dynslice of any unused axis) and ``allpermute`` between any two types with equal
-local types, weighted by Fig. 11.  Its optimum ``opt`` is the yardstick of
-Theorem 6.7: the planner's program must cost at most ``opt + localsize(dst)``.
+local types, weighted by Fig. 11 or by the bytes sent on the wire (``cost``), optionally only through
+types whose local size stays within ``bound``.  Its optimum ``opt`` is the yardstick of Theorem 6.7: the
+planner's program must cost at most ``opt + localsize(dst)`` under either cost model.
 Meant for ≤ 16 devices and ≤ 3 dimensions.
 """
 
@@ -16,6 +17,7 @@ import math
 from functools import lru_cache
 
 from meshplan.models.core.errors import ModelError
+from meshplan.models.redistribution.cost import check_cost
 from meshplan.models.redistribution.mesh import Mesh
 from meshplan.models.redistribution.types import DistType
 
@@ -28,8 +30,9 @@ MAX_RANK = 3
 
 
 def exhaustive_optimum(mesh: Mesh, src: DistType, dst: DistType, *, max_devices: int = MAX_DEVICES,
-                       max_rank: int = MAX_RANK) -> int:
-    """Minimal Fig. 11 cost (elements per device) of any concrete sequence ``src →* dst``.
+                       max_rank: int = MAX_RANK, cost: str = "paper", bound: int | None = None) -> int:
+    """Minimal cost (elements per device; ``cost``: ``paper`` is Fig. 11, ``wire`` the elements sent) of any
+    concrete sequence ``src →* dst`` (with ``bound``: whose every type holds at most ``bound`` per device).
 
     ``mesh`` must be the prime mesh and ``src``/``dst`` types over it.  The limits
     can be raised for few axes (e.g. 3 axes of size 2 and 6 dimensions stay small).
@@ -42,11 +45,11 @@ def exhaustive_optimum(mesh: Mesh, src: DistType, dst: DistType, *, max_devices:
     def enc(t: DistType):
         return tuple((d.local, tuple(idx[a] for a in d.axes)) for d in t.dims)
 
-    return _dijkstra(mesh.sizes, enc(src), enc(dst))
+    return _dijkstra(mesh.sizes, enc(src), enc(dst), check_cost(cost) == "wire", bound)
 
 
 @lru_cache(maxsize=20000)
-def _dijkstra(sizes: tuple[int, ...], src, dst) -> int:
+def _dijkstra(sizes: tuple[int, ...], src, dst, wire: bool = False, bound: int | None = None) -> int:
     nax = len(sizes)
     dist = {src: 0}
     heap = [(0, src)]
@@ -66,6 +69,8 @@ def _dijkstra(sizes: tuple[int, ...], src, dst) -> int:
         free = [a for a in range(nax) if a not in used]
 
         def relax(t, c):
+            if bound is not None and math.prod(ci for ci, _ in t) > bound:
+                return
             if t not in done and (t not in dist or c < dist[t]):
                 dist[t] = c
                 heapq.heappush(heap, (c, t))
@@ -76,13 +81,13 @@ def _dijkstra(sizes: tuple[int, ...], src, dst) -> int:
                 n *= sizes[ax[k - 1]]
                 pre, rest = ax[:k], ax[k:]
                 gi = (c * n, rest)
-                relax(s[:i] + (gi,) + s[i + 1:], cost + ls * n)
+                relax(s[:i] + (gi,) + s[i + 1:], cost + (ls * (n - 1) if wire else ls * n))
                 for j, (cj, axj) in enumerate(s):
                     if j != i and cj % n == 0:
                         t = list(s)
                         t[i] = gi
                         t[j] = (cj // n, pre + axj)
-                        relax(tuple(t), cost + ls)
+                        relax(tuple(t), cost + (ls - ls // n if wire else ls))
             for a in free:
                 if c % sizes[a] == 0:
                     relax(s[:i] + ((c // sizes[a], (a,) + ax),) + s[i + 1:], cost)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from meshplan.models.core.errors import VerificationError
-from meshplan.models.redistribution.steps import Step
-from meshplan.models.redistribution.cost import op_cost
+from meshplan.models.redistribution.steps import AllToAll, Step, axes_size
+from meshplan.models.redistribution.cost import check_cost, op_cost
 from meshplan.models.redistribution.decompose import Decomposition, decompose
 from meshplan.models.redistribution.lowlevel import check_program
 from meshplan.models.redistribution.mesh import Mesh
@@ -34,7 +34,7 @@ class PlannedStep:
     step: Step
     type: DistType      # type after the step (prime mesh, w.r.t. the current device map)
     localsize: int      # elements per device after the step
-    cost: int           # elements per device moved by the step (Fig. 11)
+    cost: int           # elements per device moved by the step (under the plan's cost model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +50,7 @@ class Plan:
     cost: int
     bound: int               # max(localsize(src), localsize(dst))
     weak_cost: int | None = None   # cost of the weak shortest path (search only)
+    cost_model: str = "paper"      # "paper" (Fig. 11) or "wire" (bytes sent per device)
 
     @property
     def mesh(self) -> Mesh:
@@ -73,28 +74,36 @@ def check_problem(mesh: Mesh, src: DistType, dst: DistType) -> Decomposition:
     return decompose(mesh)
 
 
+def step_group(mesh: Mesh, op: Step) -> int | None:
+    """The number of devices in each group of a step (an all-to-all's; ``None`` where the size alone says)."""
+    return axes_size(mesh, op.axes) if isinstance(op, AllToAll) else None
+
+
 def make_plan(strategy: str, dec: Decomposition, src: DistType, dst: DistType, ops: tuple[Step, ...],
-              weak_cost: int | None = None) -> Plan:
-    """Replay ``ops`` with the checker, then attach types, costs and the height."""
+              weak_cost: int | None = None, cost: str = "paper") -> Plan:
+    """Replay ``ops`` with the checker, then attach types, costs (model ``cost``) and the height."""
     coords0 = dec.coords()
     states = check_program(dec.prime, coords0, src, dst, ops)
     steps = []
     for k, op in enumerate(ops):
         before, after = states[k].type, states[k + 1].type
-        steps.append(PlannedStep(op, after, after.localsize, op_cost(op.op, before.localsize, after.localsize)))
+        steps.append(PlannedStep(op, after, after.localsize,
+                                 op_cost(op.op, before.localsize, after.localsize, step_group(dec.prime, op), cost)))
     return Plan(strategy, dec, src, dst, tuple(steps),
                 height=max(s.type.localsize for s in states), cost=sum(s.cost for s in steps),
-                bound=max(src.localsize, dst.localsize), weak_cost=weak_cost)
+                bound=max(src.localsize, dst.localsize), weak_cost=weak_cost, cost_model=cost)
 
 
 def plan_redistribution(mesh: Mesh, src: DistType, dst: DistType,
-                        opts: LoweringOptions = LoweringOptions()) -> Plan:
-    """The memory-bounded near-optimal program of §7 for ``src ⇝ dst`` on ``mesh``."""
+                        opts: LoweringOptions = LoweringOptions(), cost: str = "paper") -> Plan:
+    """The memory-bounded near-optimal program of §7 for ``src ⇝ dst`` on ``mesh``, cheapest under the cost
+    model ``cost`` (``paper``: Fig. 11; ``wire``: bytes sent per device)."""
+    check_cost(cost)
     dec = check_problem(mesh, src, dst)
     psrc, pdst = dec.type(src), dec.type(dst)
-    path = shortest_weak_path(mesh_primes(dec.prime), weak_of(psrc), weak_of(pdst))
+    path = shortest_weak_path(mesh_primes(dec.prime), weak_of(psrc), weak_of(pdst), cost=cost)
     ops = lower_best(dec.prime, dec.coords(), psrc, pdst, path.alternatives or (path.steps,), opts)
-    plan = make_plan("search", dec, psrc, pdst, ops, weak_cost=path.cost)
+    plan = make_plan("search", dec, psrc, pdst, ops, weak_cost=path.cost, cost=cost)
     if plan.height > plan.bound:
         raise VerificationError(f"internal: program height {plan.height} exceeds the bound {plan.bound}")
     return plan

@@ -3,7 +3,7 @@
 Nodes are weak types (local types, global type fixed) whose local size is at
 most ``max(localsize(src), localsize(dst))`` (the bound (4)); edges are the weak
 multi-axis collectives of :func:`~meshplan.models.redistribution.weak.weak_successors`
-weighted by the cost model of Fig. 11.  Dijkstra orders paths by
+weighted by a cost model (Fig. 11, or the bytes each device sends on the wire).  Dijkstra orders paths by
 ``(cost, number of steps)``, so among paths of equal cost the one with the fewest
 (most merged) collectives wins.  Zero-cost ``dynslice`` edges allow
 over-partitioning over replicated axes (§7.2, Fig. 12).
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from meshplan.models.core.errors import Infeasible, ModelError
-from meshplan.models.redistribution.cost import op_cost
+from meshplan.models.redistribution.cost import check_cost, op_cost
 from meshplan.models.redistribution.weak import WeakStep, WeakType, weak_successors
 
 __all__ = ["WeakPath", "shortest_weak_path"]
@@ -38,22 +38,23 @@ class WeakPath:
 
 
 def shortest_weak_path(primes: Counter, src: WeakType, dst: WeakType, *, bound: int | None = None,
-                       max_alternatives: int = 16) -> WeakPath:
+                       max_alternatives: int = 16, cost: str = "paper") -> WeakPath:
     """Dijkstra from ``src`` to ``dst`` over weak types with ``localsize <= bound`` (§7.2).
 
     Besides one shortest path (fewest steps among the cheapest) it lists up to
     ``max_alternatives`` cheapest paths in total, fewest steps first: they differ
     in which dimensions give or take a factor, in what order, and in zero-cost
-    slices, which matters once the lowering picks concrete axes (§7.3).
+    slices, which matters once the lowering picks concrete axes (§7.3).  ``cost`` names the edge weights
+    (:data:`~meshplan.models.redistribution.cost.COSTS`: Fig. 11 or bytes sent on the wire).
     """
     if src.globaltype != dst.globaltype:
         raise ModelError(f"global types differ: {src.globaltype} vs {dst.globaltype}")
     bound = max(src.localsize, dst.localsize) if bound is None else bound
-    return _search(tuple(sorted(primes.items())), src, dst, bound, max_alternatives)
+    return _search(tuple(sorted(primes.items())), src, dst, bound, max_alternatives, check_cost(cost))
 
 
 @lru_cache(maxsize=4096)
-def _search(primes_key: tuple, src: WeakType, dst: WeakType, bound: int, max_alt: int) -> WeakPath:
+def _search(primes_key: tuple, src: WeakType, dst: WeakType, bound: int, max_alt: int, cost_model: str) -> WeakPath:
     primes = Counter(dict(primes_key))
     tie = itertools.count()
     dist: dict[WeakType, tuple[int, int]] = {src: (0, 0)}
@@ -71,7 +72,7 @@ def _search(primes_key: tuple, src: WeakType, dst: WeakType, bound: int, max_alt
         for step, w2 in weak_successors(primes, w):
             if w2.localsize > bound:
                 continue
-            c2 = cost + op_cost(step.op, ls, w2.localsize)
+            c2 = cost + op_cost(step.op, ls, w2.localsize, step.factor, cost_model)
             if dst in done and c2 > dist[dst][0]:
                 continue
             into.setdefault(w2, []).append((c2, w, step))
