@@ -79,7 +79,7 @@ def test_layering(layer: str, path: Path):
 CAPABILITIES = ("core", "loops", "placement", "reduction", "redistribution", "soap",
                 "matmul", "factorization", "tensor", "counting")
 #: folders that are not capabilities but one shared piece of a layer
-LAYER_INFRA = {"solvers": {"backends"}, "exec": {"runtime"}}
+LAYER_INFRA = {"solvers": {"backends"}, "exec": {"runtime", "testbed"}}
 
 
 @pytest.mark.parametrize("layer", LAYERS)

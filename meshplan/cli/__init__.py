@@ -43,6 +43,7 @@ VERBS: dict[str, Verb] = {
     "tensor": Verb("tensor", "halo planning and MPI checks of the DistDL tensor primitives and layers"),
     "matmul": Verb("matmul", "plan (and run) a distributed matrix multiplication (COSMA grids, SUMMA, ScaLAPACK)"),
     "factor": Verb("factor", "plan (and run) a distributed LU / Cholesky factorization (COnfLUX, COnfCHOX)"),
+    "testbed": Verb("testbed", "an emulated multi-node machine on this host (namespaces, links shaped by tc)"),
 }
 
 
