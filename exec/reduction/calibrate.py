@@ -41,9 +41,10 @@ from meshplan.models.core.errors import ModelError
 from meshplan.models.reduction.lowering import LoweredStep
 from meshplan.models.reduction.state import initial_context
 from meshplan.models.reduction.simulator import simulate_step
-from meshplan.models.core.system import Interconnect, Level, System
+from meshplan.models.core.system import CollectiveLink, Interconnect, Level, System
 
-__all__ = ["calibrate", "level_pairs", "level_groups", "handle"]
+__all__ = ["calibrate", "level_pairs", "level_groups", "block_groups", "group_sizes", "sweep_bytes", "fit_level",
+           "handle"]
 
 
 def level_pairs(sizes: tuple[int, ...], j: int) -> list[tuple[int, int]]:
@@ -68,81 +69,144 @@ def level_groups(sizes: tuple[int, ...], j: int) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(g) for g in groups.values())
 
 
+def block_groups(sizes: tuple[int, ...], j: int, g: int) -> tuple[tuple[int, ...], ...]:
+    """The groups of :func:`level_groups` cut into blocks of ``g`` consecutive level-``j`` coordinates."""
+    return tuple(grp[i:i + g] for grp in level_groups(sizes, j) for i in range(0, len(grp), g))
+
+
+def sweep_bytes(nbytes: int, steps: int = 3) -> list[int]:
+    """The message sizes of the sweep: ``nbytes``, ``nbytes/4``, ``nbytes/16``, … (``steps`` of them), each a
+    multiple of 512 bytes (so every group size up to 64 splits it into whole float64 chunks)."""
+    out = sorted({max(512, (nbytes >> (2 * k)) // 512 * 512) for k in range(steps)})
+    return out
+
+
 def calibrate(shape: System, *, nbytes: int = 1 << 20, iters: int = 5, timeout_s: float = 300.0,
-              progress: Any = None) -> dict[str, Any]:
+              progress: Any = None, sweep_steps: int = 3) -> dict[str, Any]:
     """Measure on ``shape.num_devices`` ranks; returns ``{"system": System, "calibration": {…}}``;
-    ``progress(done, total, what)`` follows the measurements."""
+    ``progress(done, total, what)`` follows the measurements.
+
+    Per level ``j`` with more than one unit: point-to-point (idle and loaded) at ``nbytes``, and every
+    collective of the vocabulary over groups of every size ``g`` that divides the level's size (blocks of ``g``
+    consecutive level-``j`` coordinates), with every group at once and with only the first group, at the
+    sizes of :func:`sweep_bytes` (as nccl-tests sweep sizes).  Each level gets the interconnect kind (``switch``:
+    a port per device; ``nic``: one port per unit of the level) and, per collective, the bandwidth and latency
+    that fit its measurements best (:func:`fit_level`)."""
     n = shape.num_devices
     if n < 2:
         raise ModelError("calibration needs at least 2 ranks")
     if iters < 1:
         raise ModelError(f"repeats must be at least 1, got {iters}", param="repeats")
     levels = [j for j, lv in enumerate(shape.levels) if lv.size > 1]
-    job = {"sizes": list(shape.sizes), "bytes": int(nbytes), "iters": int(iters), "levels": levels}
+    sizes = sweep_bytes(nbytes, sweep_steps)
+    job = {"sizes": list(shape.sizes), "bytes": int(nbytes), "sweep": sizes, "iters": int(iters), "levels": levels}
     raw = run_job(n, "meshplan.exec.reduction.calibrate", job, timeout_s=timeout_s, progress=progress)
     by_level = {m["level"]: m for m in raw["levels"]}
-    new_levels = []
+    new_levels, fits = [], {}
     for j, lv in enumerate(shape.levels):
         m = by_level.get(j)
         if m is None:  # a level of size 1 carries no messages; keep a placeholder link
-            link = Interconnect("switch", 1e9, 1e-6, name="calibrated")
+            new_levels.append(Level(lv.name, lv.size, (Interconnect("switch", 1e9, 1e-6, name="calibrated"),)))
+            continue
+        fits[j] = fit = fit_level(shape, j, m["sweep"])
+        if fit["ok"]:
+            link = Interconnect(fit["kind"], fit["bandwidth"], fit["latency"], name="calibrated")
+            measured = tuple(CollectiveLink(c, f["bandwidth"], f["latency"])
+                             for c, f in fit["collectives"].items() if f["ok"])
         else:
-            m["fit"] = _fit_level(shape, j, m, nbytes)
-            use = m["fit"] if m["fit"]["ok"] else m["loaded"]
-            link = Interconnect("switch", max(use["bandwidth"], 1.0), max(use["latency"], 0.0), name="calibrated")
-        new_levels.append(Level(lv.name, lv.size, (link,)))
+            use = m["loaded"]
+            link, measured = Interconnect("switch", max(use["bandwidth"], 1.0), max(use["latency"], 0.0),
+                                          name="calibrated"), ()
+        new_levels.append(Level(lv.name, lv.size, (link,), measured))
     system = System(tuple(new_levels), name=f"calibrated-{shape.short()}",
-                    description=f"measured by meshplan calibrate on {n} MPI ranks, {nbytes} bytes per message")
-    collectives = []
+                    description=f"measured by meshplan calibrate on {n} MPI ranks, messages of "
+                                f"{', '.join(map(str, sizes))} bytes")
+    points = []
     for m in raw["levels"]:
-        groups = tuple(tuple(g) for g in level_groups(shape.sizes, m["level"]))
-        for c in m["collectives"]:
-            sim = _simulated(system, c["collective"], groups, nbytes)
-            collectives.append({"level": shape.levels[m["level"]].name, "collective": c["collective"],
-                                "group_size": len(groups[0]), "bytes": nbytes, "measured_s": c["time_s"],
-                                "simulated_s": sim})
-    calib = {"ranks": n, "bytes": nbytes, "iters": iters,
+        for x in m["sweep"]:
+            groups = _groups(shape.sizes, m["level"], x["group_size"], x["active"])
+            points.append({"level": shape.levels[m["level"]].name, **{k: x[k] for k in (
+                "collective", "group_size", "active", "bytes")}, "measured_s": x["time_s"],
+                "simulated_s": _simulated(system, x["collective"], groups, x["bytes"])})
+    calib = {"ranks": n, "bytes": nbytes, "sweep_bytes": sizes, "iters": iters,
              "levels": [{"level": shape.levels[m["level"]].name, "idle": m["idle"], "loaded": m["loaded"],
-                         "fit": m["fit"]} for m in raw["levels"]],
-             "collectives": collectives}
+                         "fit": fits[m["level"]]} for m in raw["levels"]],
+             "collectives": points}
     return {"system": system, "calibration": calib}
 
 
-def _fit_level(shape: System, j: int, m: dict, nbytes: int) -> dict[str, Any]:
-    """Latency and bandwidth of level ``j`` that make the simulator reproduce the measured collectives.
+def _groups(sizes, j: int, g: int, active: str) -> tuple[tuple[int, ...], ...]:
+    groups = block_groups(tuple(sizes), j, g)
+    return groups if active == "all" else groups[:1]
 
-    For one collective over groups varying level ``j`` the simulator's time is
-    ``a / bandwidth + b × latency`` (``a`` = bytes on the busiest port, ``b`` =
-    rounds); fit both, non-negative, by least squares on relative errors over the
-    five collectives.  ``ok`` is false (and the loaded point-to-point values are
-    used) when no positive bandwidth fits."""
-    groups = tuple(tuple(g) for g in level_groups(shape.sizes, j))
 
-    def unit(bw: float, lat: float) -> System:
-        return System(tuple(Level(lv.name, lv.size, (Interconnect("switch", bw, lat),)) for lv in shape.levels))
+def _unit(shape: System, j: int, kind: str, bw: float, lat: float) -> System:
+    """``shape`` with one link of ``kind`` on level ``j`` (a ``nic`` shared by the level's unit) and
+    ``switch`` links elsewhere, all of bandwidth ``bw`` and latency ``lat``."""
+    return System(tuple(Level(lv.name, lv.size, (Interconnect(kind if i == j else "switch", bw, lat),))
+                        for i, lv in enumerate(shape.levels)))
 
-    bytes_sys, round_sys = unit(1.0, 0.0), unit(1e30, 1.0)
-    rows, t = [], []
-    for c in m["collectives"]:
-        rows.append((_simulated(bytes_sys, c["collective"], groups, nbytes),
-                     _simulated(round_sys, c["collective"], groups, nbytes)))
-        t.append(c["time_s"])
-    A = np.array(rows) / np.array(t)[:, None]
-    y = np.ones(len(t))
+
+def _lstsq(A: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """Non-negative (byte-seconds, rounds-seconds) coefficients minimising the relative error of ``A @ x ≈ t``
+    (bandwidth term required); None when no positive bandwidth fits."""
+    Ar, y = A / t[:, None], np.ones(len(t))
     best = None
     for cols in ((0, 1), (0,)):
-        x, *_ = np.linalg.lstsq(A[:, cols], y, rcond=None)
+        x, *_ = np.linalg.lstsq(Ar[:, cols], y, rcond=None)
         if np.all(x >= 0) and x[0] > 0:
             full = np.zeros(2)
             full[list(cols)] = x
-            err = float(np.sum((A @ full - y) ** 2))
+            err = float(np.sum((Ar @ full - y) ** 2))
             if best is None or err < best[1]:
                 best = (full, err)
+    return best
+
+
+def fit_level(shape: System, j: int, sweep: list[dict]) -> dict[str, Any]:
+    """The interconnect of level ``j`` that makes the simulator reproduce the measured sweep.
+
+    For one collective over the measured groups the simulator's time is ``a / bandwidth + b × latency`` (``a``
+    = bytes on the busiest port, ``b`` = rounds, both from the simulator on a unit link).  For each kind
+    (``switch``; ``nic`` shared by the unit of the level when it holds several devices) fit, per collective,
+    non-negative bandwidth and latency by least squares on relative errors over the sweep, and a pooled pair
+    over all collectives; keep the kind whose per-collective fits err least.  ``ok`` is false when no
+    positive bandwidth fits (the caller then uses the loaded point-to-point values)."""
+    kinds = ["switch"] + (["nic"] if shape.unit_size(j) > 1 else [])
+    best = None
+    for kind in kinds:
+        bytes_sys, round_sys = _unit(shape, j, kind, 1.0, 0.0), _unit(shape, j, kind, 1e30, 1.0)
+        rows: dict[str, list] = {}
+        for x in sweep:
+            groups = _groups(shape.sizes, j, x["group_size"], x["active"])
+            rows.setdefault(x["collective"], []).append(
+                (_simulated(bytes_sys, x["collective"], groups, x["bytes"]),
+                 _simulated(round_sys, x["collective"], groups, x["bytes"]), x["time_s"]))
+        per, total = {}, 0.0
+        for c, r in rows.items():
+            arr = np.array(r)
+            got = _lstsq(arr[:, :2], arr[:, 2])
+            if got is None:
+                per[c] = {"ok": False}
+                total += len(r)  # a collective no positive bandwidth fits counts as 100 % error
+                continue
+            x_, err = got
+            per[c] = {"ok": True, "bandwidth": float(1 / x_[0]), "latency": float(x_[1]),
+                      "rms_relative_error": float(np.sqrt(err / len(r)))}
+            total += err
+        arr = np.array([v for r in rows.values() for v in r])
+        pooled = _lstsq(arr[:, :2], arr[:, 2])
+        if pooled is None:
+            continue
+        cand = {"ok": True, "kind": kind, "bandwidth": float(1 / pooled[0][0]), "latency": float(pooled[0][1]),
+                "rms_relative_error": float(np.sqrt(pooled[1] / len(arr))),
+                "per_collective_rms_relative_error": float(np.sqrt(total / len(arr))), "collectives": per}
+        if best is None or total < best[0]:
+            best = (total, cand)
     if best is None:
-        return {"ok": False, "latency": None, "bandwidth": None, "rms_relative_error": None}
-    x, err = best
-    return {"ok": True, "latency": float(x[1]), "bandwidth": float(1 / x[0]),
-            "rms_relative_error": float(np.sqrt(err / len(t)))}
+        return {"ok": False, "kind": None, "latency": None, "bandwidth": None, "rms_relative_error": None,
+                "collectives": {}}
+    return best[1]
 
 
 def _simulated(system: System, collective: str, groups, nbytes: int) -> float:
@@ -213,15 +277,22 @@ def _fit(t_small: float, t_large: float, nbytes: int) -> dict[str, float]:
             "t_small_s": t_small, "t_large_s": t_large}
 
 
+def group_sizes(size: int) -> list[int]:
+    """Group sizes measured at a level of ``size`` units: every divisor from 2 up."""
+    return [g for g in range(2, size + 1) if size % g == 0]
+
+
 def handle(ctx, job: dict) -> dict:
     """The measurements of every level of the job on this rank; rank 0's result is ``{"levels"}``."""
     sizes, nbytes, iters = tuple(job["sizes"]), int(job["bytes"]), int(job["iters"])
+    sweep = [int(b) for b in job.get("sweep", [nbytes])]
     rank = ctx.rank
     small = np.zeros(1, dtype=np.float64)
-    big = np.ones(nbytes // 8, dtype=np.float64)
+    big = np.ones(max(sweep + [nbytes]) // 8, dtype=np.float64)
     big2 = np.empty_like(big)
     out = []
-    total, done = len(job["levels"]) * (2 + len(COLLECTIVES)), 0
+    total = sum(2 + 2 * len(group_sizes(sizes[j])) * len(COLLECTIVES) for j in job["levels"])
+    done = 0
 
     def step(what: str) -> None:
         nonlocal done
@@ -232,19 +303,34 @@ def handle(ctx, job: dict) -> dict:
         pairs = level_pairs(sizes, j)
         a, b = pairs[0]
         step(f"level {j}: point to point, idle")
-        idle = _fit(_pingpong(ctx, a, b, small, 10 * iters), _pingpong(ctx, a, b, big, iters), nbytes)
+        idle = _fit(_pingpong(ctx, a, b, small, 10 * iters), _pingpong(ctx, a, b, big[: nbytes // 8], iters), nbytes)
         partner = next((q if p == rank else p for p, q in pairs if rank in (p, q)), None)
         step(f"level {j}: point to point, loaded")
         loaded = _fit(_exchange(ctx, partner, small, small.copy(), 10 * iters),
-                      _exchange(ctx, partner, big, big2, iters), nbytes)
-        sub = ctx.comms.group(level_groups(sizes, j)).comm  # uncounted: nothing perturbs the timing
-        colls = []
-        for c in COLLECTIVES:
-            step(f"level {j}: {c}")
-            colls.append({"collective": c.value, "time_s": _collective(ctx, sub, c, big, iters)})
-        out.append({"level": j, "idle": idle, "loaded": loaded, "collectives": colls})
+                      _exchange(ctx, partner, big[: nbytes // 8], big2[: nbytes // 8], iters), nbytes)
+        points = []
+        for g in group_sizes(sizes[j]):
+            for active in ("all", "one"):
+                groups = _groups(sizes, j, g, active)
+                sub = ctx.comms.group(groups)  # uncounted: nothing perturbs the timing
+                for c in COLLECTIVES:
+                    step(f"level {j}: {c} over {g} ranks ({active})")
+                    for nb in sweep:
+                        x = big[: nb // 8]
+                        t = (_collective(ctx, sub.comm, c, x, iters) if sub is not None
+                             else time_repeats_idle(ctx, iters))
+                        points.append({"collective": c.value, "group_size": g, "active": active, "bytes": nb,
+                                       "time_s": t})
+        out.append({"level": j, "idle": idle, "loaded": loaded, "sweep": points})
     ctx.progress(total, total)
     return {"levels": out}
+
+
+def time_repeats_idle(ctx, iters: int) -> float:
+    """A rank outside every measured group takes part in the timing loop (its barriers) and does nothing."""
+    from meshplan.exec.runtime.timing import time_repeats
+
+    return time_repeats(ctx.world, lambda: None, repeats=iters).median_s
 
 
 if __name__ == "__main__":

@@ -44,29 +44,44 @@ class Calibration(Value):
         return write_output(path, json.dumps(self.to_json(), indent=1) + "\n", what="system file")
 
 
-def calibrate(np: int, *, system: Any = None, bytes: Any = "1MiB", repeats: int = 5,
-              timeout: float = 300.0, progress: Any = None) -> Calibration:
-    """Measure on ``np`` MPI ranks (rank r = device r of ``system``, default :func:`default_shape`) with
-    messages of ``bytes`` and ``repeats`` timed repetitions (median); interconnects given in ``system``
-    are replaced by the measurements."""
+def calibrate(np: int | None = None, *, system: Any = None, bytes: Any = None, repeats: int = 5,
+              timeout: float = 300.0, progress: Any = None, testbed: bool = False) -> Calibration:
+    """Measure on ``np`` MPI ranks (rank r = device r of ``system``, default :func:`default_shape`; ``np``
+    defaults to the system's devices) with messages up to ``bytes`` (a sweep of sizes ending there) and
+    ``repeats`` timed repetitions (median; ``bytes`` defaults to 1MiB, 16MiB on the testbed, where the shaped
+    links, not the shared cores, should set the times); interconnects given in ``system`` are replaced by the
+    measurements.  ``testbed=True`` measures across the nodes of the testbed that is up (docs/testbed.md):
+    the system's outer levels must be its nodes (and racks)."""
+    import contextlib
+
     from meshplan.exec.reduction.calibrate import calibrate as _calibrate
 
     from meshplan.models.core.checks import check_ranks, check_repeats
 
+    if np is None and system is None:
+        raise ModelError("give np or system (the devices to measure)", param=("np", "system"))
+    if np is None:
+        np = as_system(system).num_devices
     if check_ranks(np, "np") < 2:
         raise ModelError(f"np must be at least 2 to measure anything, got {np}", param="np")
     shape = as_system(system if system is not None else default_shape(np))
     if shape.num_devices != np:
         raise ModelError(f"system {shape.short()} has {shape.num_devices} devices but np is {np}; "
                          "one rank per device", param=("system", "np"))
-    nbytes = as_bytes(bytes, "bytes")
+    nbytes = as_bytes(bytes if bytes is not None else "16MiB" if testbed else "1MiB", "bytes")
     if nbytes < 64:
         raise ModelError(f"bytes must be at least 64, got {nbytes}", param="bytes")
     check_repeats(repeats)
     check_memory(2 * nbytes * np, f"calibrating with bytes={bytes} on {np} ranks (a send and a receive buffer "
                  "each)", "use a smaller bytes")
     timeout = as_seconds(timeout, "timeout")
-    res = _calibrate(shape, nbytes=nbytes, iters=repeats, timeout_s=timeout, progress=progress)
+    where = contextlib.nullcontext()
+    if testbed:
+        from meshplan.exec.testbed import on_testbed
+
+        where = on_testbed(np, shape)
+    with where:
+        res = _calibrate(shape, nbytes=nbytes, iters=repeats, timeout_s=timeout, progress=progress)
     doc = res["system"].to_dict()
     return Calibration(doc.get("name"), doc.get("description"), freeze(doc["levels"]), freeze(res["calibration"]),
                        system=res["system"])

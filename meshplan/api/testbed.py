@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from meshplan.models.core.errors import ModelError
 from meshplan.models.core.values import Value, freeze, value
 
-__all__ = ["TestbedState", "testbed_up", "testbed_down", "testbed_status"]
+__all__ = ["TestbedState", "testbed_up", "testbed_down", "testbed_status", "testbed_jobs"]
 
 
 @value
@@ -64,3 +65,20 @@ def testbed_down() -> TestbedState:
 def testbed_status() -> TestbedState:
     """The testbed as it is now."""
     return _state()
+
+
+def testbed_jobs(np: int | None, system: Any = None):
+    """A context manager: the MPI jobs of ``np`` ranks that meshplan starts inside it run across the testbed
+    that is up, rank ``r`` on node ``r // (np / nodes)``; ``system`` (a System, file or ``node=4,gpu=2``), when
+    given, must match it (its outer levels multiply to the racks and nodes, the inner ones to the ranks per
+    node)."""
+    from meshplan.api.inputs import as_system
+    from meshplan.exec.testbed import on_testbed
+    from meshplan.models.core.checks import check_ranks
+
+    shape = None if system is None else as_system(system)
+    if np is None:
+        if shape is None:
+            raise ModelError("give np or system: the number of ranks to place on the testbed", param="np")
+        np = shape.num_devices
+    return on_testbed(check_ranks(np, "np"), shape)

@@ -16,6 +16,7 @@ examples:
   meshplan run plan.json                          # every program of every placement, 8 ranks
   meshplan run plan.json --placement 1 --program 0,1,2 --bytes 4MiB --repeats 10
   meshplan run plan.json --json > runs.json
+  meshplan run plan.json --testbed --bytes 16MiB --repeats 3   # across `meshplan testbed up --nodes 4`
 """
 
 
@@ -50,6 +51,9 @@ def register(sub) -> None:
                    help="element type (data are small integers, so every check is exact)")
     p.add_argument("--timeout", type=seconds, default=600.0, help="kill the MPI job after this many seconds "
                                                                 "(default 600)")
+    from meshplan.cli.testbed import add_testbed_flag
+
+    add_testbed_flag(p)
     add_common_flags(p)
     p.set_defaults(func=run)
 
@@ -58,7 +62,9 @@ def run(args) -> int:
     """``meshplan run``: :func:`meshplan.api.reduction_run.run_programs`, then a table or JSON."""
     from meshplan.api.reduction_run import run_programs
 
-    with progress(not args.json, "running on MPI", "program") as update:
+    from meshplan.cli.testbed import testbed_jobs
+
+    with testbed_jobs(args, schedule=args.schedule), progress(not args.json, "running on MPI", "program") as update:
         res = run_programs(args.schedule, placement=args.placement, program=args.program, system=args.system,
                            axes=args.axes, reduce=args.reduce, matrix=args.matrix, np=args.np, bytes=args.bytes,
                            repeats=args.repeats, dtype=args.dtype, timeout=args.timeout, progress=update)

@@ -8,7 +8,7 @@ import argparse
 from meshplan.cli.common import add_common_flags, console, print_json
 from meshplan.models.core.units import format_bytes
 
-__all__ = ["register", "run", "add_testbed_flag"]
+__all__ = ["register", "run", "add_testbed_flag", "testbed_jobs"]
 
 EXAMPLES = """\
 examples:
@@ -24,6 +24,25 @@ def add_testbed_flag(parser) -> None:
     parser.add_argument("--testbed", action="store_true",
                         help="run the MPI job across the nodes of the testbed (`meshplan testbed up`; root only), "
                              "rank r on node r // (ranks per node)")
+
+
+def testbed_jobs(args, *, np: int | None = None, system=None, schedule=None):
+    """A context in which the verb's MPI jobs run across the testbed when ``args.testbed`` is set (else one that
+    does nothing): ``np`` ranks (default ``args.np``, else the devices of ``system`` or of ``schedule``'s system),
+    with ``system``'s levels checked against the testbed."""
+    import contextlib
+
+    if not getattr(args, "testbed", False):
+        return contextlib.nullcontext()
+    from meshplan.api.testbed import testbed_jobs as _jobs
+
+    if schedule is not None and system is None:
+        from meshplan.api.reduction_run import open_runnable
+
+        system = open_runnable(schedule, system=args.system, axes=args.axes, reduce=args.reduce,
+                               matrix=args.matrix).system
+    np = np if np is not None else args.np if args.np is not None else system.num_devices if system else None
+    return _jobs(np, system)
 
 
 def register(sub) -> None:

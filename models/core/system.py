@@ -34,7 +34,7 @@ from typing import Any, Literal, Mapping
 from meshplan.models.core.errors import ModelError, ParseError
 from meshplan.models.core.limits import check_limit
 
-__all__ = ["Interconnect", "Level", "System", "KINDS", "parse_bandwidth"]
+__all__ = ["Interconnect", "CollectiveLink", "Level", "System", "KINDS", "parse_bandwidth"]
 
 KINDS = ("switch", "nic", "ring")
 #: an interconnect kind (one of :data:`KINDS`; resource model in docs/simulator.md)
@@ -75,18 +75,47 @@ class Interconnect:
 
 
 @dataclass(frozen=True, slots=True)
+class CollectiveLink:
+    """What a level's interconnects deliver to one collective, as measured (``meshplan calibrate``): the
+    bandwidth and latency that make the simulator reproduce that collective's measured times over groups
+    varying this level (docs/simulator.md, "Measured collectives")."""
+
+    collective: str
+    bandwidth: float
+    latency: float
+
+    def __post_init__(self) -> None:
+        from meshplan.models.core.collectives import Collective
+
+        object.__setattr__(self, "collective", Collective.parse(self.collective).value)
+        if not (isinstance(self.bandwidth, (int, float)) and self.bandwidth > 0 and math.isfinite(self.bandwidth)):
+            raise ModelError(f"{self.collective} bandwidth must be a positive number of bytes/s, got {self.bandwidth!r}")
+        if not (isinstance(self.latency, (int, float)) and self.latency >= 0 and math.isfinite(self.latency)):
+            raise ModelError(f"{self.collective} latency must be >= 0 seconds, got {self.latency!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bandwidth": self.bandwidth, "latency": self.latency}
+
+
+@dataclass(frozen=True, slots=True)
 class Level:
-    """A hardware level: its name, how many units each parent has, its interconnects."""
+    """A hardware level: its name, how many units each parent has, its interconnects, and (optionally) what
+    they measured for each collective."""
 
     name: str
     size: int
     links: tuple[Interconnect, ...] = ()
+    collectives: tuple[CollectiveLink, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name) or self.name == "root":
             raise ModelError(f"bad level name {self.name!r}: use letters, digits, _ or - (and not 'root')")
         if not isinstance(self.size, int) or isinstance(self.size, bool) or self.size < 1:
             raise ModelError(f"level {self.name!r} must have a positive integer size, got {self.size!r}")
+        object.__setattr__(self, "collectives", tuple(self.collectives))
+        names = [c.collective for c in self.collectives]
+        if len(set(names)) != len(names):
+            raise ModelError(f"level {self.name!r} lists a collective twice: {names}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,8 +203,15 @@ class System:
         if self.description:
             d["description"] = self.description
         d["levels"] = [{"name": lv.name, "size": lv.size, "links": [ln.to_dict() for ln in lv.links]}
+                       | ({"collectives": {c.collective: c.to_dict() for c in lv.collectives}} if lv.collectives else {})
                        for lv in self.levels]
         return d
+
+    def for_collective(self, collective: str) -> "System":
+        """The system as one collective sees it: every level that has a measured
+        :class:`CollectiveLink` for ``collective`` gets that bandwidth and latency on all its
+        interconnects (kinds and sharing unchanged); the system itself when no level has one."""
+        return _for_collective(self, str(collective))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "system") -> "System":
@@ -190,7 +226,7 @@ class System:
         for i, lv in enumerate(levels):
             if not isinstance(lv, Mapping) or "name" not in lv or "size" not in lv:
                 raise ModelError(f"{source}: level {i} needs `name` and `size`")
-            unknown = set(lv) - {"name", "size", "links"}
+            unknown = set(lv) - {"name", "size", "links", "collectives"}
             if unknown:
                 raise ModelError(f"{source}: level {lv['name']!r} has unknown keys {sorted(unknown)}")
             links = []
@@ -204,7 +240,14 @@ class System:
                 bw = parse_bandwidth(ln["bandwidth"])
                 links.append(Interconnect(kind=ln["kind"], bandwidth=bw, latency=float(ln.get("latency", 5e-6)),
                                           share=ln.get("share"), name=str(ln.get("name", ""))))
-            out.append(Level(name=lv["name"], size=lv["size"], links=tuple(links)))
+            colls = lv.get("collectives") or {}
+            if not isinstance(colls, Mapping) or not all(isinstance(v, Mapping) and {"bandwidth", "latency"} <= set(v)
+                                                         for v in colls.values()):
+                raise ModelError(f"{source}: `collectives` of level {lv['name']!r} must map a collective to "
+                                 "{bandwidth, latency}")
+            measured = tuple(CollectiveLink(name, parse_bandwidth(v["bandwidth"]), float(v["latency"]))
+                             for name, v in colls.items())
+            out.append(Level(name=lv["name"], size=lv["size"], links=tuple(links), collectives=measured))
         return cls(levels=tuple(out), name=str(data.get("name", "")), description=str(data.get("description", "")))
 
     @classmethod
@@ -263,6 +306,24 @@ class System:
                                     latency=default.latency)
             levels.append(Level(name=name, size=size, links=(link,)))
         return cls(levels=tuple(levels))
+
+
+@lru_cache(maxsize=64)
+def _for_collective(system: System, collective: str) -> System:
+    from dataclasses import replace
+
+    from meshplan.models.core.collectives import Collective
+
+    name = Collective.parse(collective).value
+    if not any(lv.collectives for lv in system.levels):
+        return system
+    levels = []
+    for lv in system.levels:
+        m = next((c for c in lv.collectives if c.collective == name), None)
+        links = lv.links if m is None else tuple(replace(ln, bandwidth=m.bandwidth, latency=m.latency)
+                                                  for ln in lv.links)
+        levels.append(Level(lv.name, lv.size, links))
+    return System(tuple(levels), name=system.name, description=system.description)
 
 
 @lru_cache(maxsize=64)

@@ -257,8 +257,9 @@ def _group_flows(collective: Collective, groups, sizes_of, host_of, algo: str):
 def simulate_step(system: System, step: LoweredStep, context: Context, chunk_bytes: float,
                   algo: str = "ring") -> StepTime:
     """Time of one step from the states before it (which give the buffer sizes)."""
-    host = _hosts(system)
     c = Collective.parse(step.collective)
+    system = system.for_collective(c.value)  # measured per-(level, collective) links, where the file has them
+    host = _hosts(system)
     flows_ = _group_flows(c, step.groups, lambda d: sum(1 for m in context[d] if m) * chunk_bytes,
                           lambda d: int(host[d]), algo)
     return _time(system, c, algo, *flows_)
@@ -275,8 +276,9 @@ def simulate_local_step(system: System, quotient, local, held: Sequence[int], ch
     q = quotient
     first = q.members[0]
     pos = {d: p for p, d in enumerate(first)}
-    host = _hosts(system)
     c = Collective.parse(local.collective)
+    system = system.for_collective(c.value)
+    host = _hosts(system)
     groups = [tuple(first[p] for p in g) for g in local.patterns[0]]
     src, dst, nb, gid, shapes = _group_flows(c, groups, lambda d: held[pos[d]] * chunk_bytes,
                                              lambda d: int(host[d]), algo)
