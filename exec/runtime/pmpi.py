@@ -1,10 +1,13 @@
 """Counting bytes independently of Python: a PMPI interposition library loaded with ``LD_PRELOAD``.
 
-The C source ``pmpi_counter.c`` (package data next to this module) wraps the MPI functions a plan or a
-library such as ScaLAPACK uses — collectives and point-to-point, both the plain and the MPI-4 large-count
-``_c`` versions that mpi4py 4 calls — and counts per rank the bytes it receives from other ranks and the
-bytes it sends (the rules are in the C file's header: "direct algorithm" words, e.g. a Reduce_scatter
-receives (size−1)·|own block|).  So meshplan's own runs and foreign binaries are measured by one instrument.
+The C source ``pmpi_counter.c`` (package data next to this module, with ``pmpi_wrappers.c`` that
+:mod:`meshplan.exec.runtime.pmpi_gen` generates from the MPI library's own prototypes) wraps every
+point-to-point, collective (blocking, nonblocking, persistent, v/w, neighborhood), partitioned and one-sided MPI
+call, plain and MPI-4 large-count ``_c``, and counts per rank the bytes it sends to other ranks, the bytes it
+receives from them (a receive by the size received, at completion) and, apart, the bytes of messages to itself.
+The per-call rules ("direct algorithm" words of a collective, e.g. a Reduce_scatter receives (size−1)·|own
+block|) are listed in docs/runtime.md.  So meshplan's own runs and foreign binaries are measured by one
+instrument.
 
 Use, outside MPI (the launcher side)::
 
@@ -17,13 +20,15 @@ and inside a rank (``pmpi.active()`` says whether the counter is loaded)::
     before = pmpi.read()                     # (sent, received) bytes so far on this rank
     ...                                      # the MPI calls to measure
     sent, received = pmpi.diff(before)
+    pmpi.read_self()                         # bytes this rank sent to itself (not in sent or received)
 
 Build: ``gcc -shared -fPIC`` against the ``mpi.h`` and ``libmpi`` the ``mpich`` wheel installs next to the
 running Python (``<prefix>/include``, ``<prefix>/lib``), into ``$XDG_CACHE_HOME/meshplan`` (default
-``~/.cache/meshplan``), named by a hash of the source and the MPI library, so a rebuild happens only when
+``~/.cache/meshplan``), named by a hash of the sources and the MPI library, so a rebuild happens only when
 either changes.  Without a C compiler or the wheel's header :class:`PmpiUnavailable` says what to install.
-At ``MPI_Finalize`` each rank also writes ``rank<r>.txt`` ("sent received") into ``$MESHPLAN_PMPI_DIR`` when
-that variable is set (for programs that cannot call :func:`read`): :func:`read_dir` reads them.
+At ``MPI_Finalize`` each rank also writes ``rank<r>.txt`` ("sent received self") into ``$MESHPLAN_PMPI_DIR``
+when that variable is set (for programs that cannot call :func:`read`, e.g. a C program): :func:`read_dir` reads
+them.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from meshplan.models.core.errors import MeshplanError
 from meshplan.models.core.outputs import atomic_path
 
 __all__ = ["PmpiUnavailable", "source_path", "mpi_prefix", "build", "preload_env", "active", "read", "diff",
-           "read_dir", "handles", "LIB_ENV"]
+           "read_dir", "read_self", "handles", "LIB_ENV"]
 
 #: environment variable naming the loaded library inside the ranks
 LIB_ENV = "MESHPLAN_PMPI_LIB"
@@ -76,7 +81,7 @@ def build(*, force: bool = False) -> Path:
     prefix = mpi_prefix()
     lib = prefix / "lib"
     libmpi = next(p for p in (lib / "libmpi.so.12", lib / "libmpi.so") if p.exists())
-    src = source_path().read_bytes()
+    src = source_path().read_bytes() + source_path().with_name("pmpi_wrappers.c").read_bytes()
     tag = hashlib.sha256(src + str(libmpi.resolve()).encode() + str(libmpi.stat().st_size).encode()).hexdigest()[:16]
     out_dir = _cache_dir()
     out = out_dir / f"pmpi_counter-{tag}.so"
@@ -113,7 +118,7 @@ def _handle():
         if not path or path not in os.environ.get("LD_PRELOAD", ""):
             return None
         lib = ctypes.CDLL(path)
-        for name in ("meshplan_pmpi_sent", "meshplan_pmpi_received"):
+        for name in ("meshplan_pmpi_sent", "meshplan_pmpi_received", "meshplan_pmpi_self"):
             getattr(lib, name).restype = ctypes.c_longlong
         _lib = lib
     return _lib
@@ -130,6 +135,13 @@ def read() -> tuple[int, int] | None:
     if lib is None:
         return None
     return int(lib.meshplan_pmpi_sent()), int(lib.meshplan_pmpi_received())
+
+
+def read_self() -> int | None:
+    """Inside a rank: bytes this rank sent to itself so far (messages, neighbour edges and one-sided calls whose
+    peer is the rank itself; counted apart from :func:`read`), or None without the counter."""
+    lib = _handle()
+    return None if lib is None else int(lib.meshplan_pmpi_self())
 
 
 def handles() -> dict[str, int] | None:
@@ -152,13 +164,13 @@ def diff(before: tuple[int, int] | None) -> tuple[int, int] | None:
     return now[0] - before[0], now[1] - before[1]
 
 
-def read_dir(directory: str, np_: int) -> list[tuple[int, int]]:
-    """The ``(sent, received)`` totals the ranks wrote at Finalize into ``directory``."""
+def read_dir(directory: str, np_: int) -> list[tuple[int, int, int]]:
+    """The ``(sent, received, self)`` totals the ranks wrote at Finalize into ``directory``."""
     out = []
     for r in range(np_):
         path = Path(directory) / f"rank{r}.txt"
         if not path.exists():
             raise MeshplanError(f"rank {r} wrote no PMPI counts to {path} (did it reach MPI_Finalize?)")
-        s, rcv = path.read_text().split()
-        out.append((int(s), int(rcv)))
+        s, rcv, own = path.read_text().split()
+        out.append((int(s), int(rcv), int(own)))
     return out

@@ -1,18 +1,23 @@
 /* meshplan's PMPI byte counter (exec/runtime/pmpi.py builds and loads it with LD_PRELOAD).
  *
- * Counts, per rank, the bytes the rank RECEIVES FROM OTHER RANKS and the bytes it SENDS, independently of
- * Python: every wrapped MPI function adds to two counters and calls its PMPI_ twin.  Both the plain and the
- * MPI-4 large-count (_c) versions are wrapped (mpi4py 4 calls the _c ones).  Rules ("direct algorithm"
- * words, what the data movement needs whatever algorithm the library picks):
- *   Bcast               non-root receives count; root sends count
- *   Allgather(v), Iallgatherv   receives the other ranks' blocks; sends its own block
- *   Reduce_scatter(_block)  receives (size-1) x its own block; sends the other ranks' blocks
- *   Alltoallv           receives the other ranks' blocks; sends its blocks to the others
- *   Reduce              root receives (size-1) x count; others send count
- *   Allreduce           receives and sends (size-1) x count
- *   Send/Isend/Ssend/Issend/Rsend, Recv/Irecv, Sendrecv   the message (posted receive size)
- * meshplan_pmpi_sent()/meshplan_pmpi_received() read the counters (ctypes); at MPI_Finalize the counters are
- * written to $MESHPLAN_PMPI_DIR/rank<r>.txt when that variable is set.
+ * Counts, per rank, the bytes the rank SENDS TO and RECEIVES FROM OTHER RANKS, and apart from them the bytes of
+ * messages it sends TO ITSELF, independently of Python.  The wrappers of every point-to-point, collective
+ * (blocking, nonblocking, persistent, v/w, neighborhood), partitioned and one-sided call, plain and MPI-4
+ * large-count (_c), are GENERATED from the MPI library's own prototypes into pmpi_wrappers.c
+ * (`python -m meshplan.exec.runtime.pmpi_gen`; the per-call rules are pmpi_gen.RULES and docs/runtime.md lists
+ * them); this file holds the counters, the helpers the rules use and the calls written by hand:
+ *   - a receive is counted by the size RECEIVED (MPI_Get_count(status, MPI_BYTE)) when it completes: blocking
+ *     receives at return, nonblocking and persistent ones in the Wait/Test call that completes them (a request
+ *     table keyed by the handle); a cancelled receive or one from MPI_PROC_NULL counts nothing;
+ *   - a message a rank sends to itself counts as "self" at the sender, never as sent or received;
+ *   - persistent requests (…_init) count their words at every MPI_Start/Startall;
+ *   - a collective counts its "direct algorithm" words, what the data movement needs whatever algorithm the
+ *     library picks (e.g. Reduce_scatter: receives (size-1) x its own block); intercommunicator collectives and
+ *     collectives on one rank count nothing;
+ *   - one-sided calls are counted at the origin (the target's CPU takes no part): Put/Accumulate as sent,
+ *     Get as received, Get_accumulate/Fetch_and_op/Compare_and_swap both.
+ * meshplan_pmpi_sent()/_received()/_self() read the counters (ctypes); at MPI_Finalize the counters are written
+ * to $MESHPLAN_PMPI_DIR/rank<r>.txt ("sent received self") when that variable is set.
  *
  * Handles: meshplan_pmpi_handles(out) fills out[0..5] with the communicators created (Comm_split, _split_type,
  * _dup, _idup, _create, _create_group, Cart_create) and freed (Comm_free), the datatypes committed
@@ -23,12 +28,15 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-static long long g_sent = 0, g_recv = 0;
+static long long g_sent = 0, g_recv = 0, g_self = 0;
 
 long long meshplan_pmpi_sent(void) { return g_sent; }
 long long meshplan_pmpi_received(void) { return g_recv; }
-void meshplan_pmpi_reset(void) { g_sent = 0; g_recv = 0; }
+long long meshplan_pmpi_self(void) { return g_self; }
+void meshplan_pmpi_reset(void) { g_sent = 0; g_recv = 0; g_self = 0; }
+static void add3(long long s, long long r, long long x) { g_sent += s; g_recv += r; g_self += x; }
 
 static long long g_handles[6];  /* comms created, comms freed, types committed, types freed, wins made, freed */
 void meshplan_pmpi_handles(long long out[6]) { for (int i = 0; i < 6; i++) out[i] = g_handles[i]; }
@@ -58,189 +66,319 @@ int MPI_Win_create(void *base, MPI_Aint size, int du, MPI_Info info, MPI_Comm c,
     MADE(4, PMPI_Win_create(base, size, du, info, c, w))
 int MPI_Win_free(MPI_Win *w) MADE(5, PMPI_Win_free(w))
 
-static long long tsize(MPI_Datatype dt) {
-    int s = 0;
+
+static long long ts(MPI_Datatype dt) {
+    MPI_Count s = 0;
     if (dt == MPI_DATATYPE_NULL) return 0;
-    PMPI_Type_size(dt, &s);
+    PMPI_Type_size_c(dt, &s);
     return (long long)s;
 }
-static int crank(MPI_Comm c) { int r = 0; PMPI_Comm_rank(c, &r); return r; }
-static int csize(MPI_Comm c) { int s = 1; PMPI_Comm_size(c, &s); return s; }
+/* this rank in an intracommunicator; -2 in an intercommunicator (a peer rank there names the remote group) */
+static int me_in(MPI_Comm c) {
+    int inter = 0, r = -2;
+    if (c == MPI_COMM_NULL) return -2;
+    PMPI_Comm_test_inter(c, &inter);
+    if (inter) return -2;
+    PMPI_Comm_rank(c, &r);
+    return r;
+}
+/* an intracommunicator of two or more ranks: its size and this rank */
+static int coll_ctx(MPI_Comm c, int *n, int *me) {
+    *me = me_in(c);
+    if (*me < 0) return 0;
+    PMPI_Comm_size(c, n);
+    return *n > 1;
+}
+#define COLL_CTX(c) int n_ = 0, me_ = 0; if (coll_ctx(c, &n_, &me_))
+#define SUMX(a, n, me) ({ long long t_ = 0; for (int q_ = 0; q_ < (n); q_++) if (q_ != (me)) t_ += (long long)(a)[q_]; t_; })
 
-/* ---- collectives ---- */
-#define BCAST_BODY(CNT) \
-    long long b = (long long)(CNT) * tsize(dt); \
-    if (crank(comm) == root) g_sent += b; else g_recv += b;
+/* the in- and out-neighbours of a process topology, in the order the neighborhood collectives use */
+static int nbr_ctx(MPI_Comm c, int *me, int *nin, int **src, int *nout, int **dst) {
+    int kind = MPI_UNDEFINED;
+    *me = me_in(c);
+    if (*me < 0) return 0;
+    PMPI_Topo_test(c, &kind);
+    if (kind == MPI_CART) {
+        int nd = 0;
+        PMPI_Cartdim_get(c, &nd);
+        *src = malloc(sizeof(int) * (2 * nd + 1)); *dst = malloc(sizeof(int) * (2 * nd + 1));
+        for (int d = 0; d < nd; d++) {
+            int lo, hi;
+            PMPI_Cart_shift(c, d, 1, &lo, &hi);
+            (*src)[2 * d] = (*dst)[2 * d] = lo;
+            (*src)[2 * d + 1] = (*dst)[2 * d + 1] = hi;
+        }
+        *nin = *nout = 2 * nd;
+        return 1;
+    }
+    if (kind == MPI_GRAPH) {
+        int k = 0;
+        PMPI_Graph_neighbors_count(c, *me, &k);
+        *src = malloc(sizeof(int) * (k + 1)); *dst = malloc(sizeof(int) * (k + 1));
+        PMPI_Graph_neighbors(c, *me, k, *src);
+        memcpy(*dst, *src, sizeof(int) * k);
+        *nin = *nout = k;
+        return 1;
+    }
+    if (kind == MPI_DIST_GRAPH) {
+        int in = 0, out = 0, weighted = 0;
+        PMPI_Dist_graph_neighbors_count(c, &in, &out, &weighted);
+        *src = malloc(sizeof(int) * (in + 1)); *dst = malloc(sizeof(int) * (out + 1));
+        int *sw = malloc(sizeof(int) * (in + 1)), *dw = malloc(sizeof(int) * (out + 1));
+        PMPI_Dist_graph_neighbors(c, in, *src, sw, out, *dst, dw);
+        free(sw); free(dw);
+        *nin = in; *nout = out;
+        return 1;
+    }
+    return 0;
+}
+#define NBR_CTX(c) int nin_ = 0, nout_ = 0, me_ = -2; int *src_ = NULL, *dst_ = NULL; \
+    if (nbr_ctx(c, &me_, &nin_, &src_, &nout_, &dst_))
+#define NBR_END free(src_); free(dst_);
 
-int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
-    BCAST_BODY(count) return PMPI_Bcast(buf, count, dt, root, comm);
-}
-int MPI_Bcast_c(void *buf, MPI_Count count, MPI_Datatype dt, int root, MPI_Comm comm) {
-    BCAST_BODY(count) return PMPI_Bcast_c(buf, count, dt, root, comm);
-}
+/* a message of B bytes to DEST: to another rank (S) or to itself (X); nothing to MPI_PROC_NULL */
+#define SEND1(comm, dest, B) { long long b_ = (B); \
+    if ((dest) != MPI_PROC_NULL) { if ((dest) == me_in(comm)) X += b_; else S += b_; } }
 
-int MPI_Allgather(const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, MPI_Comm comm) {
-    g_recv += (long long)(csize(comm) - 1) * rc * tsize(rdt);
-    g_sent += (long long)rc * tsize(rdt);
-    return PMPI_Allgather(sb, sc, sdt, rb, rc, rdt, comm);
+/* this rank in a window's group */
+static int win_me(MPI_Win w) {
+    MPI_Group g; int r = -2;
+    if (PMPI_Win_get_group(w, &g) != MPI_SUCCESS) return -2;
+    PMPI_Group_rank(g, &r);
+    PMPI_Group_free(&g);
+    return r;
 }
-int MPI_Allgather_c(const void *sb, MPI_Count sc, MPI_Datatype sdt, void *rb, MPI_Count rc, MPI_Datatype rdt,
-                    MPI_Comm comm) {
-    g_recv += (long long)(csize(comm) - 1) * rc * tsize(rdt);
-    g_sent += (long long)rc * tsize(rdt);
-    return PMPI_Allgather_c(sb, sc, sdt, rb, rc, rdt, comm);
-}
+/* a one-sided call at the origin: SB bytes to the target, RB bytes from it (both "self" on its own window) */
+#define RMA1(win, tgt, SB, RB) { if ((tgt) != MPI_PROC_NULL) { long long s_ = (SB), r_ = (RB); \
+    if ((tgt) == win_me(win)) X += s_ + r_; else { S += s_; R += r_; } } }
 
-#define AGV_BODY \
-    int n = csize(comm), me = crank(comm); long long tot = 0; \
-    for (int q = 0; q < n; q++) tot += (long long)rc[q]; \
-    g_recv += (tot - (long long)rc[me]) * tsize(rdt); \
-    g_sent += (long long)rc[me] * tsize(rdt);
-
-int MPI_Allgatherv(const void *sb, int sc, MPI_Datatype sdt, void *rb, const int rc[], const int displs[],
-                   MPI_Datatype rdt, MPI_Comm comm) {
-    AGV_BODY return PMPI_Allgatherv(sb, sc, sdt, rb, rc, displs, rdt, comm);
-}
-int MPI_Allgatherv_c(const void *sb, MPI_Count sc, MPI_Datatype sdt, void *rb, const MPI_Count rc[],
-                     const MPI_Aint displs[], MPI_Datatype rdt, MPI_Comm comm) {
-    AGV_BODY return PMPI_Allgatherv_c(sb, sc, sdt, rb, rc, displs, rdt, comm);
-}
-
-int MPI_Iallgatherv(const void *sb, int sc, MPI_Datatype sdt, void *rb, const int rc[], const int displs[],
-                    MPI_Datatype rdt, MPI_Comm comm, MPI_Request *req) {
-    AGV_BODY return PMPI_Iallgatherv(sb, sc, sdt, rb, rc, displs, rdt, comm, req);
-}
-int MPI_Iallgatherv_c(const void *sb, MPI_Count sc, MPI_Datatype sdt, void *rb, const MPI_Count rc[],
-                      const MPI_Aint displs[], MPI_Datatype rdt, MPI_Comm comm, MPI_Request *req) {
-    AGV_BODY return PMPI_Iallgatherv_c(sb, sc, sdt, rb, rc, displs, rdt, comm, req);
-}
-
-#define RS_BODY \
-    int n = csize(comm), me = crank(comm); long long tot = 0, sz = tsize(dt); \
-    for (int q = 0; q < n; q++) tot += (long long)rc[q]; \
-    g_recv += (long long)(n - 1) * rc[me] * sz; \
-    g_sent += (tot - (long long)rc[me]) * sz;
-
-int MPI_Reduce_scatter(const void *sb, void *rb, const int rc[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-    RS_BODY return PMPI_Reduce_scatter(sb, rb, rc, dt, op, comm);
-}
-int MPI_Reduce_scatter_c(const void *sb, void *rb, const MPI_Count rc[], MPI_Datatype dt, MPI_Op op,
-                         MPI_Comm comm) {
-    RS_BODY return PMPI_Reduce_scatter_c(sb, rb, rc, dt, op, comm);
-}
-
-/* every member sends and receives (n-1) blocks of rc elements */
-#define RSB_BODY \
-    long long b = (long long)(csize(comm) - 1) * rc * tsize(dt); g_recv += b; g_sent += b;
-
-int MPI_Reduce_scatter_block(const void *sb, void *rb, int rc, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-    RSB_BODY
-    return PMPI_Reduce_scatter_block(sb, rb, rc, dt, op, comm);
-}
-int MPI_Reduce_scatter_block_c(const void *sb, void *rb, MPI_Count rc, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-    RSB_BODY
-    return PMPI_Reduce_scatter_block_c(sb, rb, rc, dt, op, comm);
-}
-
-#define A2AV_BODY \
-    int n = csize(comm), me = crank(comm); long long rt = 0, st = 0; \
-    for (int q = 0; q < n; q++) { rt += (long long)rc[q]; st += (long long)sc[q]; } \
-    g_recv += (rt - (long long)rc[me]) * tsize(rdt); \
-    g_sent += (st - (long long)sc[me]) * tsize(sdt);
-
-int MPI_Alltoallv(const void *sb, const int sc[], const int sd[], MPI_Datatype sdt, void *rb, const int rc[],
-                  const int rd[], MPI_Datatype rdt, MPI_Comm comm) {
-    A2AV_BODY return PMPI_Alltoallv(sb, sc, sd, sdt, rb, rc, rd, rdt, comm);
-}
-int MPI_Alltoallv_c(const void *sb, const MPI_Count sc[], const MPI_Aint sd[], MPI_Datatype sdt, void *rb,
-                    const MPI_Count rc[], const MPI_Aint rd[], MPI_Datatype rdt, MPI_Comm comm) {
-    A2AV_BODY return PMPI_Alltoallv_c(sb, sc, sd, sdt, rb, rc, rd, rdt, comm);
+/* a completed receive: the bytes it received (from another rank; from itself they were counted as self) */
+static void count_recv(int me, const MPI_Status *st) {
+    int cancelled = 0;
+    MPI_Count n = 0;
+    if (st->MPI_SOURCE == MPI_PROC_NULL || st->MPI_SOURCE == MPI_ANY_SOURCE) return;  /* nothing / empty status */
+    PMPI_Test_cancelled(st, &cancelled);
+    if (cancelled) return;
+    if (PMPI_Get_count_c(st, MPI_BYTE, &n) != MPI_SUCCESS || n == MPI_UNDEFINED || n <= 0) return;
+    if (st->MPI_SOURCE != me) g_recv += (long long)n;
 }
 
-/* the root receives (n-1) contributions, every other member sends its own */
-#define REDUCE_BODY \
-    long long b = (long long)count * tsize(dt); \
-    if (crank(comm) == root) g_recv += (long long)(csize(comm) - 1) * b; else g_sent += b;
+/* ---- the request table: what a pending receive or a persistent request counts ---- */
+enum { T_RECV = 1, T_FIXED = 2 };
+typedef struct { long long key; unsigned char used, kind, persistent; int me; long long s, r, x; } slot_t;
+typedef struct { slot_t *v; size_t cap, count, fill; } table_t;
+static table_t g_reqs, g_msgs;  /* pending requests; matched messages (Mprobe/Improbe) -> this rank */
 
-int MPI_Reduce(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm) {
-    REDUCE_BODY
-    return PMPI_Reduce(sb, rb, count, dt, op, root, comm);
+static long long key_of(const void *handle, size_t size) {
+    long long k = 0;
+    memcpy(&k, handle, size < sizeof k ? size : sizeof k);
+    return k;
 }
-int MPI_Reduce_c(const void *sb, void *rb, MPI_Count count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm) {
-    REDUCE_BODY
-    return PMPI_Reduce_c(sb, rb, count, dt, op, root, comm);
+static size_t slot_hash(long long k) {
+    unsigned long long h = (unsigned long long)k;
+    h ^= h >> 33; h *= 0xff51afd7ed558ccdULL; h ^= h >> 33;
+    return (size_t)h;
+}
+static slot_t *tab_find(table_t *t, long long k) {
+    if (!t->count) return NULL;
+    for (size_t m = t->cap - 1, i = slot_hash(k) & m; t->v[i].used; i = (i + 1) & m)
+        if (t->v[i].used == 1 && t->v[i].key == k) return &t->v[i];
+    return NULL;
+}
+static void tab_put(table_t *t, slot_t e);
+static void tab_grow(table_t *t) {
+    table_t old = *t;
+    size_t cap = 64;
+    while (cap < 4 * (old.count + 1)) cap *= 2;
+    t->v = calloc(cap, sizeof(slot_t)); t->cap = cap; t->count = t->fill = 0;
+    for (size_t i = 0; i < old.cap; i++) if (old.v[i].used == 1) tab_put(t, old.v[i]);
+    free(old.v);
+}
+static void tab_put(table_t *t, slot_t e) {
+    slot_t *hit = tab_find(t, e.key);
+    if (hit) { *hit = e; hit->used = 1; return; }  /* a handle reused after a completion we did not see */
+    if (2 * (t->fill + 1) > t->cap) tab_grow(t);
+    size_t m = t->cap - 1, i = slot_hash(e.key) & m;
+    while (t->v[i].used == 1) i = (i + 1) & m;
+    if (!t->v[i].used) t->fill++;
+    t->v[i] = e; t->v[i].used = 1; t->count++;
+}
+static void tab_del(table_t *t, slot_t *e) { e->used = 2; t->count--; }
+
+static void track(MPI_Request req, int kind, int persistent, int me, long long s, long long r, long long x) {
+    if (req == MPI_REQUEST_NULL) return;
+    slot_t e = {key_of(&req, sizeof req), 1, (unsigned char)kind, (unsigned char)persistent, me, s, r, x};
+    tab_put(&g_reqs, e);
+}
+static slot_t *req_find(MPI_Request req) { return tab_find(&g_reqs, key_of(&req, sizeof req)); }
+/* request `key` completed with status `st` */
+static void completed(long long key, const MPI_Status *st) {
+    slot_t *e = tab_find(&g_reqs, key);
+    if (!e) return;
+    if (e->kind == T_RECV) count_recv(e->me, st);
+    if (!e->persistent) tab_del(&g_reqs, e);
 }
 
-/* a bandwidth-optimal AllReduce moves (n-1) buffers' worth in and out of every member */
-#define AR_BODY \
-    long long b = (long long)(csize(comm) - 1) * count * tsize(dt); g_recv += b; g_sent += b;
+/* ---- completion: the Wait and Test families ---- */
+int MPI_Wait(MPI_Request *request, MPI_Status *status) {
+    if (!g_reqs.count || !req_find(*request)) return PMPI_Wait(request, status);
+    long long k = key_of(request, sizeof *request);
+    MPI_Status own;
+    if (status == MPI_STATUS_IGNORE) status = &own;
+    int rc = PMPI_Wait(request, status);
+    if (rc == MPI_SUCCESS) completed(k, status);
+    return rc;
+}
+int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
+    if (!g_reqs.count || !req_find(*request)) return PMPI_Test(request, flag, status);
+    long long k = key_of(request, sizeof *request);
+    MPI_Status own;
+    if (status == MPI_STATUS_IGNORE) status = &own;
+    int rc = PMPI_Test(request, flag, status);
+    if (rc == MPI_SUCCESS && *flag) completed(k, status);
+    return rc;
+}
+/* the tracked handles among n requests (NULL when none is tracked: the call passes straight through) */
+static long long *saved_keys(int n, const MPI_Request reqs[]) {
+    if (!g_reqs.count || n <= 0) return NULL;
+    int any = 0;
+    for (int i = 0; i < n && !any; i++) any = req_find(reqs[i]) != NULL;
+    if (!any) return NULL;
+    long long *keys = malloc(sizeof(long long) * n);
+    for (int i = 0; i < n; i++) keys[i] = key_of(&reqs[i], sizeof reqs[i]);
+    return keys;
+}
+int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]) {
+    long long *keys = saved_keys(count, reqs);
+    if (!keys) return PMPI_Waitall(count, reqs, statuses);
+    MPI_Status *st = statuses == MPI_STATUSES_IGNORE ? malloc(sizeof(MPI_Status) * count) : statuses;
+    int rc = PMPI_Waitall(count, reqs, st);
+    if (rc == MPI_SUCCESS) for (int i = 0; i < count; i++) completed(keys[i], &st[i]);
+    if (st != statuses) free(st);
+    free(keys);
+    return rc;
+}
+int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[]) {
+    long long *keys = saved_keys(count, reqs);
+    if (!keys) return PMPI_Testall(count, reqs, flag, statuses);
+    MPI_Status *st = statuses == MPI_STATUSES_IGNORE ? malloc(sizeof(MPI_Status) * count) : statuses;
+    int rc = PMPI_Testall(count, reqs, flag, st);
+    if (rc == MPI_SUCCESS && *flag) for (int i = 0; i < count; i++) completed(keys[i], &st[i]);
+    if (st != statuses) free(st);
+    free(keys);
+    return rc;
+}
+int MPI_Waitany(int count, MPI_Request reqs[], int *indx, MPI_Status *status) {
+    long long *keys = saved_keys(count, reqs);
+    if (!keys) return PMPI_Waitany(count, reqs, indx, status);
+    MPI_Status own;
+    if (status == MPI_STATUS_IGNORE) status = &own;
+    int rc = PMPI_Waitany(count, reqs, indx, status);
+    if (rc == MPI_SUCCESS && *indx != MPI_UNDEFINED) completed(keys[*indx], status);
+    free(keys);
+    return rc;
+}
+int MPI_Testany(int count, MPI_Request reqs[], int *indx, int *flag, MPI_Status *status) {
+    long long *keys = saved_keys(count, reqs);
+    if (!keys) return PMPI_Testany(count, reqs, indx, flag, status);
+    MPI_Status own;
+    if (status == MPI_STATUS_IGNORE) status = &own;
+    int rc = PMPI_Testany(count, reqs, indx, flag, status);
+    if (rc == MPI_SUCCESS && *flag && *indx != MPI_UNDEFINED) completed(keys[*indx], status);
+    free(keys);
+    return rc;
+}
+#define SOME_BODY(CALL) \
+    long long *keys = saved_keys(incount, reqs); \
+    if (!keys) return CALL; \
+    statuses = statuses == MPI_STATUSES_IGNORE ? (own = malloc(sizeof(MPI_Status) * incount)) : statuses; \
+    int rc = CALL; \
+    if (rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED) \
+        for (int k = 0; k < *outcount; k++) completed(keys[indices[k]], &statuses[k]); \
+    free(own); free(keys); \
+    return rc;
+int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]) {
+    MPI_Status *own = NULL;
+    SOME_BODY(PMPI_Waitsome(incount, reqs, outcount, indices, statuses))
+}
+int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]) {
+    MPI_Status *own = NULL;
+    SOME_BODY(PMPI_Testsome(incount, reqs, outcount, indices, statuses))
+}
 
-int MPI_Allreduce(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-    AR_BODY
-    return PMPI_Allreduce(sb, rb, count, dt, op, comm);
+/* ---- persistent requests: every start counts the words computed at init ---- */
+static void started(MPI_Request req) {
+    slot_t *e = req_find(req);
+    if (e && e->kind == T_FIXED) add3(e->s, e->r, e->x);
 }
-int MPI_Allreduce_c(const void *sb, void *rb, MPI_Count count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-    AR_BODY
-    return PMPI_Allreduce_c(sb, rb, count, dt, op, comm);
+int MPI_Start(MPI_Request *request) {
+    int rc = PMPI_Start(request);
+    if (rc == MPI_SUCCESS && g_reqs.count) started(*request);
+    return rc;
+}
+int MPI_Startall(int count, MPI_Request reqs[]) {
+    int rc = PMPI_Startall(count, reqs);
+    if (rc == MPI_SUCCESS && g_reqs.count) for (int i = 0; i < count; i++) started(reqs[i]);
+    return rc;
+}
+int MPI_Request_free(MPI_Request *request) {
+    slot_t *e = g_reqs.count ? req_find(*request) : NULL;
+    if (e) tab_del(&g_reqs, e);  /* a freed pending receive is no longer seen: it counts nothing */
+    return PMPI_Request_free(request);
 }
 
-/* ---- point to point ---- */
-#define SEND_WRAP(NAME, CT) \
-int MPI_##NAME(const void *buf, CT count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) { \
-    if (dest != MPI_PROC_NULL) g_sent += (long long)count * tsize(dt); \
-    return PMPI_##NAME(buf, count, dt, dest, tag, comm); }
-#define ISEND_WRAP(NAME, CT) \
-int MPI_##NAME(const void *buf, CT count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req) { \
-    if (dest != MPI_PROC_NULL) g_sent += (long long)count * tsize(dt); \
-    return PMPI_##NAME(buf, count, dt, dest, tag, comm, req); }
+/* ---- matched probes and receives ---- */
+static void msg_put(MPI_Message m, int me) {
+    if (m == MPI_MESSAGE_NULL || m == MPI_MESSAGE_NO_PROC) return;
+    slot_t e = {key_of(&m, sizeof m), 1, 0, 0, me, 0, 0, 0};
+    tab_put(&g_msgs, e);
+}
+static int msg_take(MPI_Message m) {
+    slot_t *e = tab_find(&g_msgs, key_of(&m, sizeof m));
+    int me = e ? e->me : -2;
+    if (e) tab_del(&g_msgs, e);
+    return me;
+}
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status) {
+    int rc = PMPI_Mprobe(source, tag, comm, message, status);
+    if (rc == MPI_SUCCESS) msg_put(*message, me_in(comm));
+    return rc;
+}
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status) {
+    int rc = PMPI_Improbe(source, tag, comm, flag, message, status);
+    if (rc == MPI_SUCCESS && *flag) msg_put(*message, me_in(comm));
+    return rc;
+}
+#define MRECV(CT) \
+int MPI_Mrecv##CT(void *buf, COUNT_T count, MPI_Datatype datatype, MPI_Message *message, MPI_Status *status) { \
+    int me = msg_take(*message); MPI_Status own; \
+    if (status == MPI_STATUS_IGNORE) status = &own; \
+    int rc = PMPI_Mrecv##CT(buf, count, datatype, message, status); \
+    if (rc == MPI_SUCCESS) count_recv(me, status); \
+    return rc; } \
+int MPI_Imrecv##CT(void *buf, COUNT_T count, MPI_Datatype datatype, MPI_Message *message, MPI_Request *request) { \
+    int me = msg_take(*message); \
+    int rc = PMPI_Imrecv##CT(buf, count, datatype, message, request); \
+    if (rc == MPI_SUCCESS) track(*request, T_RECV, 0, me, 0, 0, 0); \
+    return rc; }
+#define COUNT_T int
+MRECV()
+#undef COUNT_T
+#define COUNT_T MPI_Count
+MRECV(_c)
+#undef COUNT_T
 
-SEND_WRAP(Send, int)
-SEND_WRAP(Send_c, MPI_Count)
-SEND_WRAP(Ssend, int)
-SEND_WRAP(Ssend_c, MPI_Count)
-SEND_WRAP(Rsend, int)
-SEND_WRAP(Rsend_c, MPI_Count)
-ISEND_WRAP(Isend, int)
-ISEND_WRAP(Isend_c, MPI_Count)
-ISEND_WRAP(Issend, int)
-ISEND_WRAP(Issend_c, MPI_Count)
-
-int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status *st) {
-    if (src != MPI_PROC_NULL) g_recv += (long long)count * tsize(dt);
-    return PMPI_Recv(buf, count, dt, src, tag, comm, st);
-}
-int MPI_Recv_c(void *buf, MPI_Count count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status *st) {
-    if (src != MPI_PROC_NULL) g_recv += (long long)count * tsize(dt);
-    return PMPI_Recv_c(buf, count, dt, src, tag, comm, st);
-}
-int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request *req) {
-    if (src != MPI_PROC_NULL) g_recv += (long long)count * tsize(dt);
-    return PMPI_Irecv(buf, count, dt, src, tag, comm, req);
-}
-int MPI_Irecv_c(void *buf, MPI_Count count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request *req) {
-    if (src != MPI_PROC_NULL) g_recv += (long long)count * tsize(dt);
-    return PMPI_Irecv_c(buf, count, dt, src, tag, comm, req);
-}
-int MPI_Sendrecv(const void *sb, int sc, MPI_Datatype sdt, int dest, int stag, void *rb, int rc, MPI_Datatype rdt,
-                 int src, int rtag, MPI_Comm comm, MPI_Status *st) {
-    if (dest != MPI_PROC_NULL) g_sent += (long long)sc * tsize(sdt);
-    if (src != MPI_PROC_NULL) g_recv += (long long)rc * tsize(rdt);
-    return PMPI_Sendrecv(sb, sc, sdt, dest, stag, rb, rc, rdt, src, rtag, comm, st);
-}
-int MPI_Sendrecv_c(const void *sb, MPI_Count sc, MPI_Datatype sdt, int dest, int stag, void *rb, MPI_Count rc,
-                   MPI_Datatype rdt, int src, int rtag, MPI_Comm comm, MPI_Status *st) {
-    if (dest != MPI_PROC_NULL) g_sent += (long long)sc * tsize(sdt);
-    if (src != MPI_PROC_NULL) g_recv += (long long)rc * tsize(rdt);
-    return PMPI_Sendrecv_c(sb, sc, sdt, dest, stag, rb, rc, rdt, src, rtag, comm, st);
-}
+#include "pmpi_wrappers.c"
 
 int MPI_Finalize(void) {
     const char *dir = getenv("MESHPLAN_PMPI_DIR");
     if (dir && *dir) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/rank%d.txt", dir, crank(MPI_COMM_WORLD));
+        int r = 0;
+        PMPI_Comm_rank(MPI_COMM_WORLD, &r);
+        snprintf(path, sizeof path, "%s/rank%d.txt", dir, r);
         FILE *f = fopen(path, "w");
-        if (f) { fprintf(f, "%lld %lld\n", g_sent, g_recv); fclose(f); }
+        if (f) { fprintf(f, "%lld %lld %lld\n", g_sent, g_recv, g_self); fclose(f); }
     }
     return PMPI_Finalize();
 }
