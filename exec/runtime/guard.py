@@ -1,22 +1,104 @@
-"""Inside an MPI program: make any failing rank abort the whole job.
+"""Inside an MPI program: make any failing rank abort the whole job, and no rank outlive its launcher.
 
 ``with abort_on_error(comm):`` prints the exception of a failing rank to
 stderr and calls ``comm.Abort(1)``, so no other rank waits forever in a
 collective (DESIGN.md, Testing).
+
+Orphans.  :func:`meshplan.exec.runtime.launch.run_job` and ``run_mpi`` start
+``mpiexec`` with a parent-death signal (``prctl(PR_SET_PDEATHSIG)``), so it
+ends with the process that launched it, whatever killed that process (even
+SIGKILL, which no handler sees).  hydra's proxies and the ranks are not its
+direct children, so each rank also runs a watchdog (:func:`start_watchdog`,
+started by :func:`abort_on_error`): a daemon thread that checks twice a second
+that the launching process — named by :data:`LAUNCHER_ENV` as ``pid:start
+time``, so a reused pid is not mistaken for it — still exists, and SIGKILLs its
+own rank when it does not (a rank that cannot see its launcher at the start — another
+host or pid namespace — runs no watchdog).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
+import signal
 import sys
+import threading
+import time
 import traceback
 from typing import Iterator
 
-__all__ = ["abort_on_error"]
+__all__ = ["abort_on_error", "start_watchdog", "launcher_token", "process_alive", "set_parent_death_signal",
+           "LAUNCHER_ENV", "WATCH_INTERVAL_S"]
+
+#: environment variable naming the launching process (``pid:start time``) to the ranks' watchdogs
+LAUNCHER_ENV = "MESHPLAN_LAUNCHER"
+#: seconds between two checks of the watchdog
+WATCH_INTERVAL_S = 0.5
+_PR_SET_PDEATHSIG = 1
+_started = threading.Event()
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot, /proc/<pid>/stat field 22), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields and fields[0] in ("Z", "X"):  # a zombie has ended
+        return None
+    return fields[19] if len(fields) > 19 else None
+
+
+def launcher_token(pid: int | None = None) -> str:
+    """``pid:start time`` of process ``pid`` (default: this one), for :data:`LAUNCHER_ENV`."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}:{_start_time(pid) or ''}"
+
+
+def process_alive(token: str) -> bool:
+    """Does the process of ``token`` (:func:`launcher_token`) still run?  True when it cannot be told (no
+    /proc, a malformed token): a watchdog must never kill a healthy job."""
+    pid, _, start = token.partition(":")
+    if not pid.isdigit() or not start or not os.path.isdir("/proc"):
+        return True
+    return _start_time(int(pid)) == start
+
+
+def set_parent_death_signal(sig: int = signal.SIGTERM) -> None:
+    """In a child before ``exec`` (``Popen(preexec_fn=…)``): receive ``sig`` when the parent dies.  Linux only;
+    elsewhere nothing happens.  Exits at once when the parent died before the call."""
+    parent = os.getppid()
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    if os.getppid() != parent:  # the parent is already gone (we were reparented)
+        os._exit(1)
+
+
+def start_watchdog(token: str | None = None, interval_s: float = WATCH_INTERVAL_S) -> bool:
+    """In a rank: SIGKILL this process once the launcher named by ``token`` (default ``$MESHPLAN_LAUNCHER``) has
+    gone.  Returns whether a watchdog runs (once per process; none without a launcher to watch)."""
+    token = token if token is not None else os.environ.get(LAUNCHER_ENV, "")
+    if not token or _started.is_set():
+        return _started.is_set()
+    if not process_alive(token):  # not visible from here (another host or pid namespace): nothing to watch
+        return False
+    _started.set()
+
+    def watch() -> None:
+        while process_alive(token):
+            time.sleep(interval_s)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="meshplan-watchdog", daemon=True).start()
+    return True
 
 
 @contextlib.contextmanager
 def abort_on_error(comm) -> Iterator[None]:
+    start_watchdog()
     try:
         yield
     except BaseException as err:  # noqa: BLE001 - any failure must abort the job

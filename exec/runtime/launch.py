@@ -19,7 +19,12 @@ the job runs are forwarded to the group (``mpiexec`` passes them on to the
 ranks); after :data:`GRACE_S` seconds whatever is left is killed the same way,
 the temporary directory is removed, and the signal is delivered again to the
 launching process with its previous handler (so Ctrl-C still raises :class:`KeyboardInterrupt` and SIGTERM still
-ends the process).  Rank programs that fail call ``comm.Abort``
+ends the process).  A launching process that dies without a word (SIGKILL, a
+crash) takes the job with it: ``mpiexec`` gets SIGTERM from the kernel when
+its parent dies (``PR_SET_PDEATHSIG``), every rank's watchdog SIGKILLs the rank
+(:mod:`meshplan.exec.runtime.guard`), and the job directory it left is removed
+by the next :func:`run_job` (each holds an ``owner`` file naming its launcher).
+Rank programs that fail call ``comm.Abort``
 (:func:`meshplan.exec.runtime.guard.abort_on_error`), so one failing rank ends
 the whole job with one :class:`MpiRunError`.
 
@@ -46,11 +51,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, NoReturn, Sequence
 
+from meshplan.exec.runtime.guard import LAUNCHER_ENV, launcher_token, process_alive, set_parent_death_signal
 from meshplan.models.core.errors import MeshplanError, ModelError, VerificationError
 from meshplan.models.core.outputs import write_output
 
 __all__ = ["MpiRunError", "MpiResult", "mpiexec_path", "run_job", "run_mpi", "run_mpi_json", "read_job",
-           "max_ranks", "check_np", "oversubscribe", "launch_through", "MAX_RANKS_ENV", "RANKS_PER_CORE", "GRACE_S", "MAX_TEST_RANKS"]
+           "max_ranks", "check_np", "oversubscribe", "remove_stale_jobs", "launch_through", "MAX_RANKS_ENV", "RANKS_PER_CORE", "GRACE_S", "MAX_TEST_RANKS"]
 
 #: the CI machine has 2 cores; tests oversubscribe up to this many ranks
 MAX_TEST_RANKS = 8
@@ -166,8 +172,10 @@ def run_job(np: int, module: str, job: Mapping[str, Any], *, timeout_s: float = 
     thread) with what rank 0 reports through :meth:`~meshplan.exec.runtime.rank.RankContext.progress`.
     """
     check_np(np)
-    tmp = tempfile.mkdtemp(prefix=f"meshplan-{module.rsplit('.', 1)[-1]}-")
+    remove_stale_jobs()
+    tmp = tempfile.mkdtemp(prefix=f"{JOB_PREFIX}{module.rsplit('.', 1)[-1]}-")
     try:
+        write_output(os.path.join(tmp, OWNER_FILE), launcher_token() + "\n", what="MPI job owner", fsync=False)
         path = os.path.join(tmp, "job.json")
         write_output(path, json.dumps(job), what="MPI job file", fsync=False)  # a private, fresh directory
         if progress is not None:
@@ -179,6 +187,31 @@ def run_job(np: int, module: str, job: Mapping[str, Any], *, timeout_s: float = 
         intr.redeliver()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+#: job directories are ``$TMPDIR/meshplan-<module>-XXXX``, each with an ``owner`` file (``pid:start time``)
+JOB_PREFIX, OWNER_FILE = "meshplan-", "owner"
+
+
+def remove_stale_jobs(directory: str | None = None) -> list[str]:
+    """Remove the job directories under ``directory`` (default: the temporary directory) whose launcher has
+    gone (killed before it could clean up); returns their paths.  A directory without an ``owner`` file, or
+    whose owner still runs, is left alone."""
+    base = directory or tempfile.gettempdir()
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(base):
+            if not entry.name.startswith(JOB_PREFIX) or not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                with open(os.path.join(entry.path, OWNER_FILE)) as fh:
+                    token = fh.read().strip()
+            except OSError:
+                continue
+            if token and not process_alive(token):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed.append(entry.path)
+    return removed
 
 
 #: environment variable naming the file rank 0 writes its progress to (``done total what``)
@@ -298,6 +331,7 @@ def _env(env: Mapping[str, str] | None) -> dict[str, str]:
         full.setdefault(var, "1")  # ranks already oversubscribe the cores
     if env:
         full.update(env)
+    full[LAUNCHER_ENV] = launcher_token()  # the ranks' watchdogs end them when this process is gone
     return full
 
 
@@ -375,7 +409,8 @@ def _run(np: int, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, st
         proc = None
         try:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    env=_env(env), cwd=cwd, start_new_session=True)
+                                    env=_env(env), cwd=cwd, start_new_session=True,
+                                    preexec_fn=set_parent_death_signal)
             out, err = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _, err = _kill_group(proc, None)

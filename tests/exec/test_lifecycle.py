@@ -1,8 +1,9 @@
 """Lifecycle of MPI jobs (docs/runtime.md): a failing or hanging rank ends the whole job with one error, and
 SIGINT/SIGTERM sent to a running launcher — the runtime's ``run_job`` and the verbs ``meshplan run``,
 ``meshplan redistribute --run``, ``meshplan calibrate``, ``meshplan matmul --run``, ``meshplan factor --run``
-and ``meshplan tensor check`` — leave no process of the job and no file behind; the rank limit is lifted by
-``--oversubscribe`` only.
+and ``meshplan tensor check`` — leave no process of the job and no file behind; SIGKILL of the CLI (``run``,
+``matmul --run``, ``factor --run``, ``tensor check``) leaves no process after 10 s and a job directory the next
+launch removes; the rank limit is lifted by ``--oversubscribe`` only.
 
 Each interrupted case costs a few seconds (CLI start, ``mpiexec``, the grace period), so every verb family
 keeps one signal in the fast subset and the other under ``@pytest.mark.slow``.
@@ -188,6 +189,63 @@ def test_meshplan_tensor_check_interrupted(sig, tmp_path):
     argv = [_meshplan(), "tensor", "check", "--np", "8", "--json"]
     rc, err = _interrupt(argv, "meshplan.exec.tensor.rank_main", 8, sig, tmp_path)
     _expect_exit(sig, rc, err, cli=True)
+
+
+KILLED = [
+    pytest.param(["run", "{schedule}", "--repeats", "10000", "--bytes", "64KiB", "--json"],
+                 "meshplan.exec.reduction.rank_main", 4, id="run"),
+    pytest.param(["matmul", "192", "192", "192", "--np", "4", "--run", "--repeats", "10000", "--baseline", "none",
+                  "--json"], "meshplan.exec.matmul.rank", 4, id="matmul"),
+    pytest.param(["factor", "lu", "64", "--np", "4", "--run", "--repeats", "10000", "--baseline", "none", "--json"],
+                 "meshplan.exec.factorization.rank_main", 4, id="factor"),
+    pytest.param(["tensor", "check", "--np", "8", "--json"], "meshplan.exec.tensor.rank_main", 8, id="tensor"),
+]
+
+
+@pytest.mark.parametrize("argv,module,nranks", KILLED)
+def test_sigkill_of_the_cli_leaves_no_process(argv, module, nranks, schedule, tmp_path):
+    """SIGKILL reaches no handler: mpiexec dies by its parent-death signal, every rank by its watchdog, within
+    10 s; the job directory left behind is removed by the next launch."""
+    from meshplan.exec.runtime.launch import remove_stale_jobs
+
+    marker = f"MESHPLAN_TEST_{uuid.uuid4().hex}"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), **{marker: "1"})
+    argv = [_meshplan()] + [a.format(schedule=schedule) for a in argv]
+    proc = subprocess.Popen(argv, env=env, cwd=str(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        end = time.monotonic() + 240
+        while time.monotonic() < end and proc.poll() is None and len(_ranks(marker, module)) < nranks:
+            time.sleep(0.3)
+        assert proc.poll() is None and len(_ranks(marker, module)) >= nranks, proc.stderr.read()
+        time.sleep(0.5)
+        proc.kill()
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert _wait_gone(marker, seconds=10.0) == [], "a process of the killed job survived 10 s"
+    left = list(tmp.iterdir())
+    assert left and all(p.name.startswith("meshplan-") for p in left)  # SIGKILL could not clean up ...
+    assert sorted(remove_stale_jobs(str(tmp))) == sorted(str(p) for p in left)  # ... the next launch does
+    assert list(tmp.iterdir()) == []
+
+
+def test_remove_stale_jobs_leaves_live_and_foreign_directories(tmp_path):
+    from meshplan.exec.runtime.guard import launcher_token
+    from meshplan.exec.runtime.launch import remove_stale_jobs
+
+    live, dead, foreign = (tmp_path / "meshplan-a-1", tmp_path / "meshplan-b-2", tmp_path / "meshplan-c-3")
+    for d in (live, dead, foreign):
+        d.mkdir()
+    (live / "owner").write_text(launcher_token() + "\n")
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    token = launcher_token(child.pid)
+    child.wait()
+    (dead / "owner").write_text(token + "\n")
+    assert remove_stale_jobs(str(tmp_path)) == [str(dead)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["meshplan-a-1", "meshplan-c-3"]
 
 
 def test_oversubscribe_lifts_the_rank_limit(schedule, tmp_path, monkeypatch, capsys):
