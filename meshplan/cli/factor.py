@@ -44,6 +44,7 @@ def register(subparsers) -> None:
     p.add_argument("--block", type=int, default=None, metavar="V", help="block size v (default: searched)")
     p.add_argument("--grid", default=None, metavar="PX,PY,PZ", help="processor grid (default: searched)")
     p.add_argument("--run", action="store_true", help="run the plan on MPI, verify and measure it")
+    from meshplan.cli.testbed import add_testbed_flag; add_testbed_flag(p)  # noqa: E702 - one line per verb
     add_baseline_flag(p, names=("2d", "scalapack"), default="2d", help="baselines to run with --run")
     add_repeats_flag(p, default=1, help="timed repetitions with --run")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input matrix (default 0)")
@@ -60,8 +61,11 @@ def run(args) -> int:
     baselines = parse_baselines(args.baseline)
     sizes = dict(memory=args.memory, block=args.block, grid=args.grid)
     if args.run:
-        plan = run_factorization(args.kind, args.N, args.np, **sizes, baselines=baselines, repeats=args.repeats,
-                                 seed=args.seed, input=args.input, pmpi=not args.no_pmpi)
+        from meshplan.cli.testbed import testbed_jobs
+
+        with testbed_jobs(args):
+            plan = run_factorization(args.kind, args.N, args.np, **sizes, baselines=baselines, repeats=args.repeats,
+                                     seed=args.seed, input=args.input, pmpi=not args.no_pmpi)
     else:
         if args.input is not None:
             raise ModelError("--input needs --run (a plan does not read the matrix)")

@@ -45,6 +45,7 @@ def register(subparsers) -> None:
     p.add_argument("--dtype", default="f64", metavar="T",
                    help=f"element type: {', '.join(FLOAT)} (or numpy's spelling; default f64)")
     p.add_argument("--run", action="store_true", help="run the plan on MPI, verify and measure it")
+    from meshplan.cli.testbed import add_testbed_flag; add_testbed_flag(p)  # noqa: E702 - one line per verb
     add_baseline_flag(p, names=("summa", "scalapack"), default="summa", help="baselines to run with --run")
     add_repeats_flag(p, default=3, help="timed repetitions with --run", aliases=())
     p.add_argument("--layout", default="blocked", choices=("blocked", "scalapack"),
@@ -63,7 +64,9 @@ def run(args) -> int:
     baselines = parse_baselines(args.baseline)
     size = dict(memory=args.memory, idle_tolerance=args.idle_tolerance, dtype=args.dtype)
     if args.run:
-        with np_limit(args):
+        from meshplan.cli.testbed import testbed_jobs
+
+        with np_limit(args), testbed_jobs(args):
             plan = run_matmul(args.m, args.n, args.k, args.np, **size, baselines=baselines, repeats=args.repeats,
                               pmpi=not args.no_pmpi, layout=args.layout)
     else:

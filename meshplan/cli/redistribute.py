@@ -47,6 +47,7 @@ def register(subparsers) -> None:
                    help="what the search minimises: paper = Fig. 11 of the paper (default; reproduces it), "
                         "wire = bytes each device sends, with the (g-1)/g factor of each collective")
     p.add_argument("--run", action="store_true", help="execute both programs on MPI and verify them")
+    from meshplan.cli.testbed import add_testbed_flag; add_testbed_flag(p)  # noqa: E702 - one line per verb
     add_np_flag(p, help="MPI ranks for --run (must equal the mesh size)")
     add_repeats_flag(p, default=3, help="timed runs per program with --run")
     add_common_flags(p)
@@ -82,8 +83,12 @@ def run(args) -> int:
     if any(b != "xla" for b in shown):
         raise ModelError(f"--baseline {next(b for b in shown if b != 'xla')!r} is unknown; use xla (or none)")
     if args.run:
-        res = run_redistribution(args.src, args.dst, args.mesh, dtype=args.dtype, np=args.np, repeats=args.repeats,
-                                 cost=args.cost)
+        from meshplan.api.inputs import as_mesh
+        from meshplan.cli.testbed import testbed_jobs
+
+        with testbed_jobs(args, np=args.np or (as_mesh(args.mesh).num_devices if args.testbed else None)):
+            res = run_redistribution(args.src, args.dst, args.mesh, dtype=args.dtype, np=args.np,
+                                     repeats=args.repeats, cost=args.cost)
     else:
         res = plan_redistribution(args.src, args.dst, args.mesh, dtype=args.dtype, cost=args.cost)
     if args.json:
