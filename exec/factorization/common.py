@@ -1,6 +1,6 @@
 """Pieces the factorization rank programs share: the block-cyclic layout of one rank, batched
 point-to-point exchanges on the counting communicator, and the small dense kernels (GEPP row
-selection, triangular solves, Cholesky of a block) with breakdown detection (thesis 4.7.2–4.7.3)."""
+selection by LAPACK getrf, triangular solves by BLAS trsm, Cholesky of a block) with breakdown detection (thesis 4.7.2–4.7.3)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
+from scipy.linalg import blas, lapack
 
 from meshplan.models.factorization.problem import FactorGrid
 
-__all__ = ["Layout", "exchange", "reduce_column", "gepp", "solve_upper_right", "solve_unit_lower_right", "chol_block"]
+__all__ = ["Layout", "Pending", "post", "exchange", "reduce_column", "gepp", "solve_upper_right", "solve_unit_lower_right", "chol_block"]
 
 
 @dataclass
@@ -49,9 +50,24 @@ class Layout:
         return slice(int(np.searchsorted(self.rows, r)), len(self.rows))
 
 
-def exchange(comm, sends, recvs, tag: int, dtype=np.float64) -> list[np.ndarray]:
-    """Post every receive ``(src, shape)`` and send ``(dest, array)`` (empty ones skipped), wait for all;
-    returns the received arrays (of ``dtype``) in the order of ``recvs`` (empty arrays for empty shapes)."""
+class Pending:
+    """Messages posted by :func:`post`: :meth:`wait` completes them and returns the received arrays."""
+
+    __slots__ = ("out", "reqs", "keep")
+
+    def __init__(self, out: list, reqs: list, keep: list) -> None:
+        self.out, self.reqs, self.keep = out, reqs, keep
+
+    def wait(self) -> list[np.ndarray]:
+        if self.reqs:
+            MPI.Request.Waitall(self.reqs)
+            self.reqs = []
+        return self.out
+
+
+def post(comm, sends, recvs, tag: int, dtype=np.float64) -> Pending:
+    """Post every receive ``(src, shape)`` and send ``(dest, array)`` (empty ones skipped) without waiting
+    (so that computation overlaps them, thesis section 3.7.3)."""
     reqs, out = [], []
     for src, shape in recvs:
         buf = np.empty(shape, dtype=dtype)
@@ -64,9 +80,13 @@ def exchange(comm, sends, recvs, tag: int, dtype=np.float64) -> list[np.ndarray]
         if a.size:
             keep.append(a)
             reqs.append(comm.Isend(a, dest=dest, tag=tag))
-    if reqs:
-        MPI.Request.Waitall(reqs)
-    return out
+    return Pending(out, reqs, keep)
+
+
+def exchange(comm, sends, recvs, tag: int, dtype=np.float64) -> list[np.ndarray]:
+    """Post every receive ``(src, shape)`` and send ``(dest, array)`` (empty ones skipped), wait for all;
+    returns the received arrays (of ``dtype``) in the order of ``recvs`` (empty arrays for empty shapes)."""
+    return post(comm, sends, recvs, tag, dtype).wait()
 
 
 def reduce_column(comm, lay: Layout, A: np.ndarray, rows, c0: int, vt: int, z0: int, tag: int,
@@ -92,43 +112,49 @@ def reduce_column(comm, lay: Layout, A: np.ndarray, rows, c0: int, vt: int, z0: 
 
 
 def gepp(M: np.ndarray, k: int, tol: float = 0.0):
-    """Gaussian elimination with partial pivoting on the first ``k`` columns of a copy of ``M``.
+    """Gaussian elimination with partial pivoting on the first ``k`` columns of a copy of ``M`` (LAPACK
+    ``getrf`` through ``scipy.linalg.lapack``; the columns right of ``k`` get the row swaps, ``U12`` and
+    the Schur complement).
 
     Returns ``(order, LU, bad)``: the row order (the first ``k`` rows are the pivots, in pivot
     order), the eliminated matrix in that order (``L`` below, ``U`` on and above the diagonal) and
     the first column whose pivot was ``≤ tol`` in magnitude (``None`` if none)."""
-    A = np.array(M, dtype=np.float64, copy=True)
-    m = A.shape[0]
+    A = np.array(M, dtype=np.float64, copy=True, order="F")
+    m, n = A.shape
+    k = min(k, m, n)
     order = np.arange(m)
-    bad = None
-    for c in range(min(k, m)):
-        r = c + int(np.argmax(np.abs(A[c:, c])))
+    if k == 0:
+        return order, A, None
+    lu, piv, _info = lapack.dgetrf(A[:, :k], overwrite_a=True)
+    for c, r in enumerate(piv[:k]):  # LAPACK's interchanges (0-based) as one row order
         if r != c:
-            A[[c, r]] = A[[r, c]]
             order[[c, r]] = order[[r, c]]
-        piv = A[c, c]
-        if not abs(piv) > tol:
-            if bad is None:
-                bad = c
-            continue
-        A[c + 1:, c] /= piv
-        A[c + 1:, c + 1:] -= np.outer(A[c + 1:, c], A[c, c + 1:])
-    return order, A, bad
+    A[:, :k] = lu
+    if n > k:  # the rest of the rows, reordered, then U12 = L11^-1 A12 and A22 -= L21 U12
+        A[:, k:] = np.asarray(M, dtype=np.float64)[order, k:]
+        A[:k, k:] = blas.dtrsm(1.0, lu[:k, :k], A[:k, k:], side=0, lower=1, diag=1)
+        A[k:, k:] -= lu[k:, :k] @ A[:k, k:]
+    d = np.abs(np.diagonal(lu[:k, :k]))
+    small = np.flatnonzero(~(d > tol))
+    return order, A, (int(small[0]) if len(small) else None)
 
 
 def solve_upper_right(B: np.ndarray, U: np.ndarray) -> np.ndarray:
-    """``X`` with ``X·U = B`` for upper-triangular ``U``."""
+    """``X`` with ``X·U = B`` for upper-triangular ``U`` (BLAS ``trsm``)."""
     if B.size == 0:
         return np.array(B, dtype=np.float64)
-    return np.linalg.solve(np.triu(U).T, B.T).T
+    n = B.shape[1]
+    return blas.dtrsm(1.0, np.asarray(U, dtype=np.float64)[:n, :n], np.asarray(B, dtype=np.float64),
+                      side=1, lower=0, diag=0)
 
 
 def solve_unit_lower_right(B: np.ndarray, L: np.ndarray) -> np.ndarray:
-    """``X`` with ``X·L = B`` for unit lower-triangular ``L`` (strict lower part given)."""
+    """``X`` with ``X·L = B`` for unit lower-triangular ``L`` (strict lower part given; BLAS ``trsm``)."""
     if B.size == 0:
         return np.array(B, dtype=np.float64)
-    Lu = np.tril(L, -1) + np.eye(L.shape[0])
-    return np.linalg.solve(Lu.T, B.T).T
+    n = B.shape[1]
+    return blas.dtrsm(1.0, np.asarray(L, dtype=np.float64)[:n, :n], np.asarray(B, dtype=np.float64),
+                      side=1, lower=1, diag=1)
 
 
 def chol_block(A: np.ndarray):

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshplan.exec.factorization.common import (Layout, exchange, gepp, reduce_column, solve_unit_lower_right,
+from meshplan.exec.factorization.common import (Layout, exchange, gepp, post, reduce_column, solve_unit_lower_right,
                                                 solve_upper_right)
+from meshplan.exec.factorization.kernels import gemm_update
 from meshplan.models.factorization.cost import cyclic_count
 from meshplan.models.factorization.problem import layer_slices
 
@@ -73,35 +74,82 @@ def tournament(comm, lay: Layout, cand: np.ndarray, vt: int, py_t: int, z0: int)
     return cand
 
 
+def _plan_swaps(prow: np.ndarray, s: int, perm: np.ndarray, where: np.ndarray) -> list[tuple[int, int]]:
+    """The row swaps (position pairs) that bring the local rows ``prow``, in order, to positions ``s, s+1, …``;
+    ``perm`` (position → row) and ``where`` (row → position) are updated as if they were done."""
+    swaps = []
+    for i, r in enumerate(prow):
+        a, b = int(where[r]), s + i
+        if a != b:
+            swaps.append((a, b))
+            rb = perm[b]
+            perm[a], perm[b] = rb, r
+            where[rb], where[r] = a, b
+    return swaps
+
+
+def _apply_swaps(M: np.ndarray, swaps: list[tuple[int, int]], offset: int = 0, c: int = 0) -> None:
+    """Swap the rows ``a - offset``, ``b - offset`` of ``M`` (its columns from ``c`` on) for every pair."""
+    for a, b in swaps:
+        a, b = a - offset, b - offset
+        tmp = M[a, c:].copy()
+        M[a, c:] = M[b, c:]
+        M[b, c:] = tmp
+
+
 def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
     """Factor in place; returns ``(F, steps, diag, breakdown)`` — ``F`` the entries this rank finalized
     (L10 / L00\\U00 / reduced A01 rows), ``steps`` the pivot lists, ``diag`` the factored ``lu00`` of the
     steps ``t`` whose holder ``[t mod Px, t mod Py, t mod Pz]`` this rank is (what the solve needs), and
-    ``breakdown`` ``(t, k)`` if the matrix is singular to working precision."""
+    ``breakdown`` ``(t, k)`` if the matrix is singular to working precision.
+
+    The local domain (section 4.7, Algorithm 2): the working tile ``A`` (Fortran-ordered: the trailing
+    update is one BLAS ``gemm`` on a view, :func:`~meshplan.exec.factorization.kernels.gemm_update`) keeps its
+    active rows contiguous — each step swaps this rank's pivot rows to the top of the active rows (a local
+    row order ``perm``, the same on every rank of a grid row), so ``A[s:, c:]`` is the trailing matrix and
+    no row is gathered or scattered.  ``F`` keeps the original local row order.
+
+    Look-ahead (overlap of communication and computation, section 3.7.3): a rank of the grid column that
+    holds the next block column updates that block column first and leaves the rest of its update for
+    after the next step's panel (reduction, tournament, pivots, ``W`` posted without waiting), so the next
+    panel is on its way while the other ranks finish their updates.  The messages are the same."""
     g, N, dt = lay.grid, lay.N, lay.dtype
     Px, Py, Pz, v = g.Px, g.Py, g.Pz, g.v
     px, py, pz = lay.px, lay.py, lay.pz
-    F = np.zeros_like(A)
-    active = np.ones(len(lay.rows), dtype=bool)
+    F = np.zeros(A.shape, dtype=A.dtype)
+    nrow = len(lay.rows)
+    perm = np.arange(nrow)   # perm[position] = local row held there
+    where = np.arange(nrow)  # where[local row] = its position
+    s = 0                    # positions < s hold finished pivot rows; the active rows are A[s:]
     steps, diag = [], {}
+    coords = [g.coords(r) for r in range(g.p)]
+    deferred = None          # the part of the last step's update left for after this step's panel
+
+    def finish_deferred():
+        nonlocal deferred
+        if deferred is not None:
+            gemm_update(*deferred)
+            deferred = None
+
     for t in range(-(-N // v)):
         c0 = t * v
         vt = min(v, N - c0)
         c1 = c0 + vt
         py_t, z0 = t % Py, t % Pz
         holder = py == py_t and pz == z0
-        act = np.flatnonzero(active)
+        jl = lay.cols_from(c0).start
         rc = lay.cols_from(c1)
         ncr = rc.stop - rc.start
         blk = None
+        w_sent = None
         # 1. reduce the block column over the layers
         if py == py_t:
-            blk = reduce_column(comm, lay, A, act, c0, vt, z0, T_COL)
+            blk = reduce_column(comm, lay, A, slice(s, nrow), c0, vt, z0, T_COL)
         # 2. tournament pivoting, 3. pivot indices to everyone
         if holder:
-            gidx = lay.rows[act].astype(np.float64)
+            gidx = lay.rows[perm[s:]].astype(np.float64)
             order, _lu, _bad = gepp(blk, vt)
-            n = min(vt, len(act))
+            n = min(vt, nrow - s)
             cand = np.zeros((vt, vt + 1), dtype=dt)
             cand[:n, :vt] = blk[order[:n]]
             cand[:n, vt] = gidx[order[:n]]
@@ -115,9 +163,10 @@ def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
                 piv = np.full(vt, np.nan, dtype=dt)
                 steps.append({"t": t, "bad": 0 if bad is None else int(bad)})
             if px == 0:
-                dests = [r for r in range(g.p) if not (g.coords(r)[1] == py_t and g.coords(r)[2] == z0)]
+                dests = [r for r in range(g.p) if not (coords[r][1] == py_t and coords[r][2] == z0)]
                 exchange(comm, [(d, piv) for d in dests], [], T_PIV, dt)
         else:
+            finish_deferred()
             piv = exchange(comm, [], [(g.rank(0, py_t, z0), (vt,))], T_PIV, dt)[0]
         if np.isnan(piv).any():
             return F, steps, diag, (t, steps[-1]["bad"] if holder else None)
@@ -127,23 +176,40 @@ def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
         zk = np.repeat(np.arange(Pz), [hi - lo for lo, hi in sl])
         ownpx = lay.px_of(piv)
         mine = np.flatnonzero(ownpx == px)
+        prow = lay.lrow[piv[mine]]  # my pivot rows (local rows, in pivot order)
+        at = np.full(vt, -1, dtype=np.int64)
+        at[mine] = where[prow]      # their positions in A (before this step's swaps), by pivot number
+        s_old = s
+        swaps = _plan_swaps(prow, s, perm, where)  # my pivot rows to the top of the active rows
+        s += len(prow)
+        lo, hi = sl[pz]
+        # 7./8. L10, W = L10·L00⁻¹ on the holders, its parts s_z to every rank of the grid row (posted)
+        if holder:
+            _apply_swaps(blk, swaps, s_old)
+            L10 = solve_upper_right(blk[len(prow):], lu00)
+            W = solve_unit_lower_right(L10, lu00).astype(dt, copy=False)
+            F[perm[s:], jl:jl + vt] = L10
+            F[prow, jl:jl + vt] = lu00[mine]
+            sends = [(g.rank(px, y, z), W[:, sl[z][0]:sl[z][1]]) for y in range(Py) for z in range(Pz)
+                     if (y, z) != (py_t, z0) and nrow > s and cyclic_count(c1, N, v, Py, y)]
+            w_sent = post(comm, sends, [], T_W, dt)
+            Wz = W[:, lo:hi]
+            finish_deferred()
         # 5. reduce pivot rows onto layer z(k)
         #    (at step 0 the layers z > 0 hold zeros: only layer 0 sends, i.e. a copy, not a sum)
         if Pz > 1 and ncr:
-            sends = [(g.rank(px, py, z), A[lay.lrow[piv[mine[zk[mine] == z]]], rc])
+            sends = [(g.rank(px, py, z), A[at[mine[zk[mine] == z]], rc])
                      for z in range(Pz) if z != pz and (t > 0 or pz == 0)]
             ks = mine[zk[mine] == pz]
             recvs = [(g.rank(px, py, z), (len(ks), ncr)) for z in range(Pz) if z != pz and (t > 0 or z == 0)]
             got = exchange(comm, sends, recvs if len(ks) else [], T_ROWS, dt)
-            lr = lay.lrow[piv[ks]]
             for part in got:
-                A[lr, rc] += part
+                A[at[ks], rc] += part
         # 10. the reduced rows of my layer's part to the other ranks of [:, py, pz]
-        lo, hi = sl[pz]
         A01 = np.empty((hi - lo, ncr), dtype=dt)
         if hi > lo and ncr:
             ks = mine[zk[mine] == pz]
-            rows_k = A[lay.lrow[piv[ks]], rc]
+            rows_k = A[at[ks], rc]
             F[lay.lrow[piv[ks]], rc] = rows_k
             A01[ks - lo] = rows_k
             sends = [(g.rank(x, py, pz), rows_k) for x in range(Px) if x != px and len(ks)]
@@ -151,25 +217,17 @@ def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
             got = exchange(comm, sends, [(g.rank(x, py, pz), (len(k2), ncr)) for x, k2 in theirs], T_BC, dt)
             for (x, k2), part in zip(theirs, got):
                 A01[k2 - lo] = part
-        # 7./8. L10, W = L10·L00⁻¹ on the holders, its parts s_z to every rank of the grid row
-        pl = lay.lrow[piv[mine]]
-        nonpiv = np.setdiff1d(act, pl, assume_unique=True)
-        if holder:
-            jl = lay.cols_from(c0).start
-            pos = np.searchsorted(act, nonpiv)
-            L10 = solve_upper_right(blk[pos], lu00)
-            W = solve_unit_lower_right(L10, lu00)
-            F[nonpiv, jl:jl + vt] = L10
-            F[pl, jl:jl + vt] = lu00[mine]
-            sends = [(g.rank(px, y, z), W[:, sl[z][0]:sl[z][1]]) for y in range(Py) for z in range(Pz)
-                     if (y, z) != (py_t, z0) and len(nonpiv) and cyclic_count(c1, N, v, Py, y)]
-            exchange(comm, sends, [], T_W, dt)
-            Wz = W[:, lo:hi]
-        elif ncr:
-            Wz = exchange(comm, [], [(g.rank(px, py_t, z0), (len(nonpiv), hi - lo))], T_W, dt)[0]
-        # 11. Schur update of this layer's partial sums
-        if len(nonpiv) and ncr and hi > lo:
-            A[nonpiv, rc] -= Wz @ A01
-        active[pl] = False
+        _apply_swaps(A, swaps, 0, jl)
+        if not holder and ncr:
+            Wz = exchange(comm, [], [(g.rank(px, py_t, z0), (nrow - s, hi - lo))], T_W, dt)[0]
+        # 11. Schur update of this layer's partial sums, in place on the trailing view; a rank of the next
+        #     block column's grid column updates that block column now and the rest after the next panel
+        if nrow > s and ncr and hi > lo:
+            nxt = min(v, N - c1) if (t + 1) % Py == py else 0
+            gemm_update(A[s:, rc.start:rc.start + nxt], Wz, A01[:, :nxt])
+            deferred = (A[s:, rc.start + nxt:rc.stop], Wz, A01[:, nxt:])
+            if not nxt:
+                finish_deferred()
+        if w_sent is not None:
+            w_sent.wait()
     return F, steps, diag, None
-

@@ -162,12 +162,13 @@ class FactorExecutor(Executor):
         agreed = np.empty_like(flags)
         # the agreement travels while this rank copies its tile; nothing runs on the tile before it is known
         pending = self._control.Iallreduce(flags, agreed, MPI.MAX)
+        order = "F" if self.kind == "lu" else "C"  # COnfLUX updates Fortran-ordered views with BLAS gemm
         if not ok:
             tile = None
         elif first:
-            tile = np.array(A, dtype=self.dtype, copy=True)
+            tile = np.array(A, dtype=self.dtype, copy=True, order=order)
         else:
-            tile = np.zeros(self.local_shape, self.dtype)
+            tile = np.zeros(self.local_shape, self.dtype, order=order)
         pending.Wait()
         if agreed[1] >= 0:
             r = int(agreed[1])
