@@ -1,0 +1,162 @@
+"""meshplan.torch against DTensor, side by side on gloo processes (the tests and bench/frameworks.py).
+
+:func:`compare` starts ``nprocs`` processes (``torch.multiprocessing.spawn``, gloo), and in each one runs every
+problem of a :class:`~meshplan.api.framework_family.FamilyProblem` list three or four ways on integer data:
+``meshplan`` (:func:`meshplan.torch.redistribute`), DTensor's default (greedy) planner, its min-cost graph
+planner, and — ``dtensor_a2a`` — the default planner with its all-to-all as on NCCL (on CPU DTensor gathers and
+chunks instead).  Each run is inside a :class:`~meshplan.torch.count.CollectiveCounter`; every rank's result is
+compared bit for bit with DTensor's and with the tile cut from the global array by meshplan's offsets.
+Returns one record per problem: the largest sent bytes and peak over ranks for each way, and ``equal``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import tempfile
+import time
+from contextlib import contextmanager
+
+__all__ = ["compare", "WAYS"]
+
+WAYS = ("meshplan", "dtensor", "dtensor_graph", "dtensor_a2a")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def _dtensor_way(way: str):
+    import torch.distributed.tensor.placement_types as pt
+    from torch.distributed.tensor import _redistribute as rd
+
+    rd._gen_transform_infos.cache_clear()
+    saved = pt.shard_dim_alltoall
+    try:
+        if way == "dtensor_graph":
+            with rd.use_min_cost_redistribution_plan(True):
+                yield
+        elif way == "dtensor_a2a":
+            import torch
+            import torch.distributed._functional_collectives as funcol
+
+            def a2a(input, gather_dim, shard_dim, mesh, mesh_dim):  # DTensor's GPU path
+                group = funcol._resolve_group((mesh, mesh_dim))
+                return torch.ops._dtensor.shard_dim_alltoall(input, gather_dim, shard_dim,
+                                                             funcol._group_or_group_name(group))
+            pt.shard_dim_alltoall = a2a
+            yield
+        else:
+            with rd.use_min_cost_redistribution_plan(False):
+                yield
+    finally:
+        pt.shard_dim_alltoall = saved
+        rd._gen_transform_infos.cache_clear()
+
+
+def _worker(rank: int, nprocs: int, port: int, problems: list, out: str, cost: str, ways: tuple) -> None:
+    import logging
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+    import meshplan.torch as mpt
+    from meshplan.api.framework_family import FamilyProblem
+    from meshplan.torch.layout import placements_of
+
+    logging.getLogger("torch.distributed.tensor._collective_utils").setLevel(logging.ERROR)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=nprocs)
+    meshes: dict = {}
+    records = []
+    try:
+        for spec in problems:
+            p = FamilyProblem(spec["kind"], tuple((a, k) for a, k in spec["mesh"]), tuple(spec["shape"]),
+                              tuple(tuple(d) for d in spec["src"]), tuple(tuple(d) for d in spec["dst"]))
+            key = p.mesh
+            if key not in meshes:
+                meshes[key] = init_device_mesh("cpu", tuple(k for _, k in p.mesh),
+                                               mesh_dim_names=tuple(a for a, _ in p.mesh))
+            mesh = meshes[key]
+            src_pl, dst_pl = placements_of(mesh, list(p.src)), placements_of(mesh, list(p.dst))
+            g = torch.arange(math.prod(p.shape), dtype=torch.int64).reshape(p.shape)
+            shape, off = compute_local_shape_and_global_offset(p.shape, mesh, src_pl)
+            local = g[tuple(slice(o, o + s) for o, s in zip(off, shape))].contiguous()
+            x = DTensor.from_local(local, mesh, src_pl, run_check=False, shape=g.shape, stride=g.stride())
+            rec = {"problem": str(p), "kind": p.kind, "devices": p.devices, "src_placements": str(src_pl),
+                   "dst_placements": str(dst_pl)}
+            fp = mpt.plan(x, dst_pl, cost=cost)
+            rec["plan_sent_bytes"], rec["plan_peak_bytes"] = fp.sent_bytes, fp.peak_bytes
+            rec["program"] = [f"{s.op}{list(s.axes)}" for s in fp.program]
+            results = {}
+            for way in ways:
+                t0 = time.perf_counter()
+                with mpt.CollectiveCounter() as c:
+                    if way == "meshplan":
+                        y = mpt.redistribute(x, dst_pl, cost=cost)
+                    else:
+                        with _dtensor_way(way):
+                            y = x.redistribute(mesh, dst_pl)
+                results[way] = y.to_local()
+                rec[way] = {"sent_bytes": c.sent_bytes, "peak_bytes": c.peak_bytes,
+                            "collectives": [f"{k.op}/{k.group_size}" for k in c.calls],
+                            "first_call_s": time.perf_counter() - t0}
+            # the tile this rank must hold, cut from the global array by meshplan's own offsets
+            from meshplan.models.redistribution.lowlevel import Assignment
+
+            search = fp.plan.search
+            offs = Assignment(search.dst, search.decomposition.coords()).offsets(search.mesh)[
+                mpt_device(mesh)]
+            want_shape, _ = compute_local_shape_and_global_offset(p.shape, mesh, dst_pl)
+            want = g[tuple(slice(int(o), int(o) + s) for o, s in zip(offs, want_shape))]
+            rec["equal"] = all(torch.equal(results[w], results["dtensor"]) for w in ways) and \
+                torch.equal(results["meshplan"], want)
+            records.append(rec)
+        gathered = [None] * nprocs
+        dist.all_gather_object(gathered, records)
+        if rank == 0:
+            merged = []
+            for k, rec in enumerate(records):
+                m = dict(rec)
+                m["equal"] = all(r[k]["equal"] for r in gathered)
+                for way in ways:
+                    m[way] = {"sent_bytes": max(r[k][way]["sent_bytes"] for r in gathered),
+                              "peak_bytes": max(r[k][way]["peak_bytes"] for r in gathered),
+                              "collectives": rec[way]["collectives"], "first_call_s": max(r[k][way]["first_call_s"] for r in gathered)}
+                merged.append(m)
+            with open(out, "w") as f:
+                json.dump(merged, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def mpt_device(device_mesh) -> int:
+    """This rank's meshplan device number on ``device_mesh``."""
+    import torch.distributed as dist
+
+    from meshplan.torch.layout import device_ranks
+
+    return device_ranks(device_mesh).index(dist.get_rank())
+
+
+def compare(problems, nprocs: int, *, cost: str = "wire", ways: tuple = WAYS) -> list[dict]:
+    """Run ``problems`` (all on meshes of ``nprocs`` devices) in one launch of ``nprocs`` gloo processes."""
+    import torch.multiprocessing as mp
+
+    specs = [{"kind": p.kind, "mesh": [list(m) for m in p.mesh], "shape": list(p.shape),
+              "src": [list(d) for d in p.src], "dst": [list(d) for d in p.dst]} for p in problems]
+    if any(p.devices != nprocs for p in problems):
+        raise ValueError("every problem's mesh must have nprocs devices")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out.json")
+        mp.spawn(_worker, args=(nprocs, _free_port(), specs, out, cost, tuple(ways)), nprocs=nprocs)
+        with open(out) as f:
+            return json.load(f)

@@ -1,0 +1,203 @@
+"""``meshplan.torch.redistribute(x, placements)``: a DTensor redistribution carried out by meshplan's plan.
+
+The same result as ``x.redistribute(x.device_mesh, placements)``, but the collectives are the memory-bounded
+program of "Memory-efficient array redistribution through portable collective communication" (Rink,
+Kwasniewski et al., §7), run with ``torch.distributed``'s functional collectives on process groups built once
+per step group and cached: ``all_gather_into_tensor`` for an all-gather, ``all_to_all_single`` for an
+all-to-all, and ``all_to_all_single`` with one non-empty piece per rank for the final permutation;
+a dynamic slice is a local ``narrow``.  Nothing depends on the backend, so the same code runs on gloo (CPU)
+and NCCL (GPU).  A dimension DTensor splits unevenly is padded to whole tiles on the way in and cut back on
+the way out (:func:`meshplan.api.framework_plan.padded_types`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import torch
+import torch.distributed._functional_collectives as funcol
+
+from meshplan.api.framework_plan import FrameworkPlan, framework_plan, padded_types
+from meshplan.models.core.dtypes import as_dtype
+from meshplan.models.core.errors import ModelError
+from meshplan.models.redistribution.lowlevel import Assignment, apply_lowlevel, groups
+from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll, DynSlice
+from meshplan.torch.groups import process_group
+from meshplan.torch.layout import device_ranks, mesh_of, split_axes
+
+__all__ = ["plan", "redistribute"]
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return as_dtype(str(dtype).rsplit(".", 1)[-1], what="dtype").short
+
+
+def _layout_str(placements) -> str:
+    return "(" + ", ".join(str(p) for p in placements) + ")"
+
+
+def plan(x: Any, placements: Any, *, cost: str = "wire") -> FrameworkPlan:
+    """meshplan's program for ``x.redistribute(x.device_mesh, placements)`` without moving data: its steps,
+    the bytes every rank sends and the largest tile it holds (``cost``: what the search minimises, ``wire``
+    bytes sent — the default here — or ``paper``, Fig. 11)."""
+    from torch.distributed.tensor import DTensor
+
+    if not isinstance(x, DTensor):
+        raise ModelError(f"x must be a DTensor, got {type(x).__name__}", param="x")
+    return _plan(x.device_mesh, tuple(x.shape), tuple(x.placements), tuple(placements), x.dtype, cost)
+
+
+@lru_cache(maxsize=512)
+def _plan(device_mesh, shape, src_pl, dst_pl, dtype, cost) -> FrameworkPlan:
+    mesh = mesh_of(device_mesh)
+    src, dst = padded_types(mesh, shape, split_axes(device_mesh, src_pl, len(shape)),
+                            split_axes(device_mesh, dst_pl, len(shape)))
+    return framework_plan("torch", mesh, shape, src, dst, (_layout_str(src_pl), _layout_str(dst_pl)),
+                          _dtype_name(dtype), cost)
+
+
+def _join(pieces: torch.Tensor, dim: int) -> torch.Tensor:
+    """Pieces stacked on a new first axis, concatenated along ``dim`` (piece ``k`` at ``k·size``)."""
+    n, shape = pieces.shape[0], list(pieces.shape[1:])
+    shape[dim] *= n
+    if dim == 0:
+        return pieces.reshape(shape)
+    return pieces.movedim(0, dim).reshape(shape)
+
+
+def _pieces(t: torch.Tensor, n: int, dim: int) -> torch.Tensor:
+    """``t`` cut into ``n`` equal pieces along ``dim``, stacked on a new first axis (a view)."""
+    shape = list(t.shape)
+    return t.reshape(shape[:dim] + [n, shape[dim] // n] + shape[dim + 1:]).movedim(dim, 0)
+
+
+def _fit(t: torch.Tensor, dim: int, size: int) -> torch.Tensor:
+    """``t`` cut or zero-padded to ``size`` along ``dim``."""
+    have = t.shape[dim]
+    if have == size:
+        return t
+    if have > size:
+        return t.narrow(dim, 0, size)
+    shape = list(t.shape)
+    shape[dim] = size
+    out = t.new_zeros(shape)
+    out.narrow(dim, 0, have).copy_(t)
+    return out
+
+
+class _Program:
+    """One plan compiled for this rank: per step, its process group and the order of the group's members.
+
+    An unevenly split dimension is padded only while it is split: a dimension no axis splits holds its true
+    size (as DTensor's tensors do), and is padded again just before a step splits it."""
+
+    def __init__(self, fp: FrameworkPlan, device_mesh) -> None:
+        self.true = tuple(fp.global_shape)
+        search = fp.plan.search
+        mesh, coords0 = search.mesh, search.decomposition.coords()
+        ranks = device_ranks(device_mesh)
+        me = ranks.index(torch.distributed.get_rank())
+        state = Assignment(search.src, coords0)
+        self.actions: list[tuple] = []
+        everyone = process_group(ranks)
+        for step in search.ops:
+            new = apply_lowlevel(mesh, state, step, coords0)
+            if isinstance(step, (AllGather, AllToAll)):
+                color, key, n = groups(mesh, state, step)
+                mine = None
+                for c in sorted(set(color.tolist())):  # every rank makes every group, in one order
+                    members = [d for d in range(len(ranks)) if color[d] == c]
+                    pg = process_group(tuple(ranks[d] for d in members))
+                    if c == color[me]:
+                        by_rank = sorted(members, key=lambda d: ranks[d])   # group rank order
+                        keys = [int(key[d]) for d in by_rank]               # piece index of group rank r
+                        order = [keys.index(k) for k in range(n)]           # group rank holding piece k
+                        mine = (pg, keys, order)
+                pg, keys, order = mine
+                ident = keys == list(range(n))
+                if isinstance(step, AllGather):
+                    self.actions.append(("allgather", step.dim, n, pg, None if ident else order,
+                                         not new.type.dims[step.dim].axes))
+                else:
+                    self.actions.append(("alltoall", step.src, step.dst, n, pg,
+                                         None if ident else (keys, order), not new.type.dims[step.src].axes,
+                                         state.type.dims[step.dst].local))
+            elif isinstance(step, DynSlice):
+                c = new.type.dims[step.dim].local
+                v, w = 0, 1
+                for a in step.axes:
+                    v += int(state.coords[me, mesh.index(a)]) * w
+                    w *= mesh.size(a)
+                self.actions.append(("dynslice", step.dim, v * c, c))
+            elif isinstance(step, AllPermute):
+                grank = sorted(ranks)
+                self.actions.append(("allpermute", everyone, len(ranks), grank.index(ranks[step.source.index(me)]),
+                                     grank.index(ranks[step.source[me]])))
+            state = new
+
+    def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        for act in self.actions:
+            kind = act[0]
+            if kind == "allgather":
+                _, dim, n, pg, order, whole = act
+                got = funcol.wait_tensor(funcol.all_gather_single(t.contiguous(), 0, pg))
+                pieces = got.reshape((n,) + tuple(t.shape))
+                if order is not None:
+                    pieces = pieces[order]
+                t = _join(pieces, dim)
+                if whole:
+                    t = _fit(t, dim, self.true[dim])
+            elif kind == "alltoall":
+                _, src, dst, n, pg, perm, whole, padded = act
+                pieces = _pieces(_fit(t, dst, padded), n, dst)
+                if perm is not None:
+                    pieces = pieces[perm[0]]
+                got = funcol.wait_tensor(funcol.all_to_all_single(pieces.contiguous(), None, None, pg))
+                if perm is not None:
+                    got = got[perm[1]]
+                t = _join(got, src)
+                if whole:
+                    t = _fit(t, src, self.true[src])
+            elif kind == "dynslice":
+                _, dim, lo, c = act
+                t = _fit(t.narrow(dim, min(lo, t.shape[dim]), max(0, min(c, t.shape[dim] - lo))), dim, c)
+            else:
+                _, pg, size, dest, source = act
+                flat = t.contiguous().reshape(-1)
+                ins, outs = [0] * size, [0] * size
+                ins[dest], outs[source] = flat.numel(), flat.numel()
+                got = funcol.wait_tensor(funcol.all_to_all_single(flat, outs, ins, pg))
+                t = got.reshape(t.shape)
+        return t
+
+
+_PROGRAMS: dict[tuple, _Program] = {}
+
+
+def redistribute(x: Any, placements: Any, *, cost: str = "wire") -> Any:
+    """``x.redistribute(x.device_mesh, placements)`` carried out by meshplan's plan (see the module docstring):
+    a new DTensor on the same mesh with ``placements`` (``Shard``, ``Replicate`` and ``_StridedShard`` for the
+    other order of several mesh dimensions on one tensor dimension; docs/frameworks.md).  Every rank of the
+    default process group must call it (the first call of a plan builds its process groups)."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+    fp = plan(x, placements, cost=cost)
+    mesh = x.device_mesh
+    key = (id(torch.distributed.group.WORLD), mesh, fp.src, fp.dst, fp.cost_model)
+    prog = _PROGRAMS.get(key)
+    if prog is None:
+        prog = _PROGRAMS[key] = _Program(fp, mesh)
+    local = x.to_local()
+    for i, d in enumerate(fp.plan.search.src.dims):
+        if d.axes:  # an uneven chunk of a split dimension: padded to the whole tile
+            local = _fit(local, i, d.local)
+    y = prog(local)
+    shape, _ = compute_local_shape_and_global_offset(x.shape, mesh, tuple(placements))
+    if tuple(y.shape) != tuple(shape):
+        y = y[tuple(slice(0, s) for s in shape)]
+    y = y.contiguous()
+    if y.data_ptr() == x.to_local().data_ptr():
+        y = y.clone()
+    return DTensor.from_local(y, mesh, tuple(placements), run_check=False, shape=x.shape, stride=x.stride())
