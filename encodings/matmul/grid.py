@@ -4,7 +4,10 @@ Integer pm, pn, pk with ``p − ⌊δp⌋ ≤ pm·pn·pk ≤ p`` (at most a frac
 each at most its matrix dimension; integer rounds t ≥ 1.  With cm = ⌈m/pm⌉, cn = ⌈n/pn⌉, ck = ⌈k/pk⌉:
 
     W = (cm − ⌊cm/pn⌋)·ck + (cn − ⌊cn/pm⌋)·ck + (pk − 1)·⌈cm·cn/pk⌉      (max words received per rank)
-    mem = ⌈cm/pn⌉·ck + ⌈cn/pm⌉·ck + cm·cn + ⌈cm·cn/pk⌉ + (cm + cn)·⌈ck/t⌉ ≤ S
+    mem = ⌈cm/pn⌉·ck + ⌈cn/pm⌉·ck + [pk>1]·cm·cn + ⌈cm·cn/pk⌉ + ([pn>1]·cm + [pm>1]·cn)·⌈ck/t⌉ ≤ S
+
+(only the buffers that exist: a C accumulator when C is reduced, an A / B receive panel when A / B pieces
+are gathered)
 
 minimize W, ties broken by fewer rounds t: lexicographically, in two solves — :func:`encode_grid` minimizes W,
 ``encode_grid(…, words=W*)`` then fixes W = W* and minimizes t (one weighted objective would overflow
@@ -94,6 +97,14 @@ def _add_words(md, m, n, k, pm, pn, pk, cm, cn, ck):
     return words
 
 
+def _more_than_one(md, x, name: str):
+    """A 0/1 variable equal to [x > 1]."""
+    b = md.NewBoolVar(name)
+    md.Add(x >= 2).OnlyEnforceIf(b)
+    md.Add(x <= 1).OnlyEnforceIf(b.Not())
+    return b
+
+
 def _add_memory(md, memory, m, n, k, pm, pn, pk, cm, cn, ck, rounds) -> None:
     if memory is None:
         md.Add(rounds == 1)
@@ -102,15 +113,18 @@ def _add_memory(md, memory, m, n, k, pm, pn, pk, cm, cn, ck, rounds) -> None:
     b_piece = _ceil_div(md, cn, pm, n, "b_piece_cols")
     c_block = _prod(md, cm, cn, m * n, "c_block_mem")
     c_piece = _ceil_div(md, c_block, pk, m * n, "c_piece_mem")
+    c_acc = _prod(md, c_block, _more_than_one(md, pk, "c_reduced"), m * n, "c_acc_mem")
+    a_rows = _prod(md, cm, _more_than_one(md, pn, "a_gathered"), m, "a_panel_rows")
+    b_cols = _prod(md, cn, _more_than_one(md, pm, "b_gathered"), n, "b_panel_cols")
     slab = _ceil_div(md, ck, rounds, k, "slab")
     terms = [_prod(md, a_piece, ck, m * k, "mem_a"), _prod(md, b_piece, ck, n * k, "mem_b"),
-             c_block, c_piece,
-             _prod(md, _sum(md, cm, cn, m + n), slab,
+             c_acc, c_piece,
+             _prod(md, _sum(md, a_rows, b_cols, m + n), slab,
                    (m + n) * k, "mem_panels")]
     md.Add(sum(terms) <= memory)
 
 
 def _sum(md, a, b, hi: int):
-    v = md.NewIntVar(0, hi, "cm_plus_cn")
+    v = md.NewIntVar(0, hi, "panel_rows_plus_cols")
     md.Add(v == a + b)
     return v

@@ -74,28 +74,42 @@ def cosma_max_words(m: int, n: int, k: int, pm: int, pn: int, pk: int) -> int:
     return (cm - cm // pn) * ck + (cn - cn // pm) * ck + (pk - 1) * _cdiv(cm * cn, pk)
 
 
+def _held(m: int, n: int, k: int, pm: int, pn: int, pk: int) -> tuple[int, int]:
+    """``(words held whatever the rounds, words per column/row of a receive slab)`` of the largest domain:
+    the own A and B pieces and C piece, the C accumulator only when C is reduced (pk > 1; otherwise the
+    product lands in the C piece itself), an A panel only when A pieces are gathered (pn > 1), a B panel
+    only when B pieces are (pm > 1) — the buffers :class:`~meshplan.exec.matmul.executor.MatmulExecutor`
+    allocates."""
+    cm, cn, ck = _cdiv(m, pm), _cdiv(n, pn), _cdiv(k, pk)
+    base = _cdiv(cm, pn) * ck + _cdiv(cn, pm) * ck + _cdiv(cm * cn, pk) + (cm * cn if pk > 1 else 0)
+    return base, (cm if pn > 1 else 0) + (cn if pm > 1 else 0)
+
+
 def cosma_memory(m: int, n: int, k: int, pm: int, pn: int, pk: int, rounds: int, buffers: int = 1) -> int:
     """Words per rank (an upper bound over ranks, tight for the largest domain) the COSMA schedule holds:
-    own A and B pieces, the C accumulator, the own C piece, and one A and one B receive panel of
-    ⌈|K_l|/rounds⌉ columns/rows (section 3.7.5's preallocated buffers) — ``buffers=2`` panels of each
-    when the rounds are double-buffered (section 3.7.3)."""
-    cm, cn, ck = _cdiv(m, pm), _cdiv(n, pn), _cdiv(k, pk)
-    slab = _cdiv(ck, rounds)
-    return _cdiv(cm, pn) * ck + _cdiv(cn, pm) * ck + cm * cn + _cdiv(cm * cn, pk) + buffers * (cm + cn) * slab
+    own A and B pieces, the own C piece, the C accumulator (only when pk > 1), and one A receive panel
+    (only when pn > 1) and one B receive panel (only when pm > 1) of ⌈|K_l|/rounds⌉ columns/rows
+    (section 3.7.5's preallocated buffers) — ``buffers=2`` panels of each when the rounds are
+    double-buffered (section 3.7.3).  Only buffers that exist are counted: a grid with pm = pn = 1
+    receives no panel, and with pk = 1 the product is accumulated in the C piece itself."""
+    base, per = _held(m, n, k, pm, pn, pk)
+    return base + buffers * per * _cdiv(_cdiv(k, pk), rounds)
 
 
 def cosma_rounds(m: int, n: int, k: int, pm: int, pn: int, pk: int, memory: int | None) -> int | None:
-    """Fewest sequential rounds (K_l cut into slabs) whose buffers fit ``memory``; None when none fits
-    (the I/O–latency trade-off of section 3.6.3 with the I/O fixed by the grid)."""
+    """Fewest sequential rounds (K_l cut into slabs, COSMA's sequential steps in k) whose buffers fit
+    ``memory``; None when none fits (the I/O–latency trade-off of section 3.6.3 with the I/O fixed by the
+    grid: rounds add messages, not words)."""
     ck = _cdiv(k, pk)
     if memory is None:
         return 1
-    cm, cn = _cdiv(m, pm), _cdiv(n, pn)
-    base = _cdiv(cm, pn) * ck + _cdiv(cn, pm) * ck + cm * cn + _cdiv(cm * cn, pk)
+    base, per = _held(m, n, k, pm, pn, pk)
     room = memory - base
-    if room < cm + cn:
+    if room < 0 or (per and room < per):
         return None
-    slab = min(ck, room // (cm + cn))
+    if not per:
+        return 1
+    slab = min(ck, room // per)
     t = _cdiv(ck, slab)
     while t > 1 and cosma_memory(m, n, k, pm, pn, pk, t - 1) <= memory:  # ceil effects
         t -= 1

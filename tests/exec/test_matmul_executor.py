@@ -45,6 +45,11 @@ def _run_blocked(comm, ex, A, B, tol):
     C_loc = ex(A_loc, B_loc)
     words = sum(ex.words.values()) - before
     assert words == cosma_rank_words(ex.problem, ex.schedule.grid, r).total, (r, words)
+    # the memory model counts the buffers that exist: pieces, receive panels, C accumulator (independent sum)
+    bufs = [*(getattr(ex, "_a_pan", None) or ()), *(getattr(ex, "_b_pan", None) or ()),
+            getattr(ex, "_c_acc", None)]
+    held = A_loc.size + B_loc.size + C_loc.size + sum(b.size for b in bufs if b is not None)
+    assert held <= ex.schedule.memory_per_rank, (r, held, ex.schedule.memory_per_rank)
     C = ex.collect(C_loc)
     if r == 0:
         want = A @ B
@@ -61,10 +66,16 @@ def check_blocked(ctx: RankContext) -> dict:
     from meshplan.models.matmul.problem import Grid, MatmulProblem
     from meshplan.solvers.matmul.plan import fixed_schedule
 
+    from meshplan.solvers.matmul.plan import exhaustive_grid
+
     comm, p = ctx.world, ctx.size
     rounds = []
+    tight = -(-(40 * 36 + 36 * 44 + 40 * 44) // p)  # the least memory any grid fits (only counted buffers)
+    while exhaustive_grid(MatmulProblem(40, 36, 44, p, tight)) is None:
+        tight += 1
     for m, n, k, kw in ((37, 29, 41, {}), (100, 70, 90, {}), (23, 3, 61, {"dtype": "f32"}),
-                        (37, 29, 41, {"memory": 2 * (37 * 29 + 37 * 41 + 29 * 41) // p})):
+                        (37, 29, 41, {"memory": 2 * (37 * 29 + 37 * 41 + 29 * 41) // p}),
+                        (40, 36, 44, {"memory": tight})):
         plan = mp.plan_matmul(m, n, k, p, **kw)
         A, B = _globals(m, n, k)
         with plan.bind(comm) as ex:
@@ -113,7 +124,7 @@ def check_reuse(ctx: RankContext) -> dict:
     comm = ctx.world
     m, n, k = 41, 23, 57
     A, B = _globals(m, n, k)
-    plan = mp.plan_matmul(m, n, k, ctx.size, memory=2 * (m * n + m * k + n * k) // ctx.size)
+    plan = mp.plan_matmul(m, n, k, ctx.size, memory=7 * (m * n + m * k + n * k) // (5 * ctx.size))  # rounds
     assert plan.ranks_used == ctx.size  # (the PMPI counter counts a Split that returns COMM_NULL as made)
     hb = pmpi.handles()
     ex = plan.bind(comm)

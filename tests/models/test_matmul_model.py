@@ -193,3 +193,18 @@ def test_block_cyclic_owners_match_scalapack_local_indices():
         check_layout("cyclic")
     assert err.value.param == "layout"
     assert scalapack_block(37, 29, 41, 2, 2) == 15 and scalapack_block(10**4, 10**4, 10**4, 2, 2) == 64
+
+
+def test_memory_counts_only_buffers_that_exist():
+    """No receive panel without a gather (pm = pn = 1), no C accumulator without a reduction (pk = 1): the
+    1,024-rank RPA-like case fits [1,1,1024] in 3,147,264 words and moves (pk−1)·⌈|C|/pk⌉ words."""
+    from meshplan.models.matmul.costs import cosma_max_words, cosma_memory
+
+    m = n = 1024
+    assert cosma_memory(m, n, 1048576, 1, 1, 1024, 1) == 2 * 1024 * 1024 + 1024 * 1024 + 1024
+    assert cosma_rounds(m, n, 1048576, 1, 1, 1024, 3147264) == 1
+    assert cosma_max_words(m, n, 1048576, 1, 1, 1024) == 1047552
+    # pk = 1: the product accumulates in the C piece; panels only for the gathered matrix, per round
+    assert cosma_memory(2048, 2048, 2048, 8, 1, 1, 8) == 256 * 2048 * 3 + 2048 * 256
+    assert cosma_memory(2048, 2048, 2048, 2, 4, 1, 7) == 3 * 524288 + (1024 + 512) * 293
+    assert cosma_rounds(2048, 2048, 2048, 2, 2, 2, 2097152) is None  # C accumulator + pieces: 2.5 M words

@@ -117,3 +117,14 @@ def test_closed_form_matches_cpsat_objective_on_thesis_scale():
     plan = plan_matmul(16384, 16384, 16384, 18432, method="exhaustive")
     assert plan.max_words == cosma_max_words(16384, 16384, 16384, *plan.grid.as_list())
     assert plan.ranks_used >= 18432 * 0.97
+
+
+def test_plans_where_cosma_runs():
+    """2048³ on 8 ranks with 2 M words each: no grid fits in one pass; k-rounds (COSMA's sequential steps)
+    make [2,4,1] fit, and the rounds add no words.  1024×1024×1048576 on 1024 ranks in 3,147,264 words:
+    the grid [1,1,1024], 1,047,552 words per rank."""
+    s = schedule_matmul(MatmulProblem(2048, 2048, 2048, 8, 2097152), method="exhaustive")
+    assert s.rounds > 1 and s.memory_per_rank <= 2097152
+    assert s.max_words == cosma_max_words(2048, 2048, 2048, *s.grid.as_list())
+    big = schedule_matmul(MatmulProblem(1024, 1024, 1048576, 1024, 3147264), method="exhaustive")
+    assert big.grid.as_list() == [1, 1, 1024] and big.max_words == 1047552 and big.rounds == 1
