@@ -77,6 +77,9 @@ def matrix_spec(kind: str, N: int, seed: int, input: str | None, matrix: dict | 
             raise ModelError(f"input {input} holds a {arr.shape} array; a square matrix is needed", param="input")
         if arr.shape[0] != N:
             raise ModelError(f"input holds a {arr.shape[0]}×{arr.shape[0]} matrix but N = {N}", param=("input", "N"))
+        if arr.dtype.kind not in "biuf" or not np.isfinite(arr).all():  # before mpiexec, not on the ranks
+            bad = "is not a real matrix" if arr.dtype.kind not in "biuf" else "holds NaN or infinity"
+            raise ModelError(f"input {input} {bad} ({arr.dtype}); factor a finite real matrix", param="input")
         return {"type": "file", "path": str(input)}
     return {"type": "random" if kind == "lu" else "spd", "seed": int(seed)}
 
