@@ -103,9 +103,9 @@ def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
     steps ``t`` whose holder ``[t mod Px, t mod Py, t mod Pz]`` this rank is (what the solve needs), and
     ``breakdown`` ``(t, k)`` if the matrix is singular to working precision.
 
-    The local domain (section 4.7, Algorithm 2): the working tile ``A`` (Fortran-ordered: the trailing
-    update is one BLAS ``gemm`` on a view, :func:`~meshplan.exec.factorization.kernels.gemm_update`) keeps its
-    active rows contiguous — each step swaps this rank's pivot rows to the top of the active rows (a local
+    The local domain (section 4.7, Algorithm 2): the working tile ``A`` (row-major, so that a row swap is
+    two contiguous copies; the trailing update is one BLAS ``gemm`` on a view,
+    :func:`~meshplan.exec.factorization.kernels.gemm_update`) keeps its active rows contiguous — each step swaps this rank's pivot rows to the top of the active rows (a local
     row order ``perm``, the same on every rank of a grid row), so ``A[s:, c:]`` is the trailing matrix and
     no row is gathered or scattered.  ``F`` keeps the original local row order.
 
@@ -188,8 +188,6 @@ def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
             _apply_swaps(blk, swaps, s_old)
             L10 = solve_upper_right(blk[len(prow):], lu00)
             W = solve_unit_lower_right(L10, lu00).astype(dt, copy=False)
-            F[perm[s:], jl:jl + vt] = L10
-            F[prow, jl:jl + vt] = lu00[mine]
             sends = [(g.rank(px, y, z), W[:, sl[z][0]:sl[z][1]]) for y in range(Py) for z in range(Pz)
                      if (y, z) != (py_t, z0) and nrow > s and cyclic_count(c1, N, v, Py, y)]
             w_sent = post(comm, sends, [], T_W, dt)
@@ -218,6 +216,9 @@ def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
             for (x, k2), part in zip(theirs, got):
                 A01[k2 - lo] = part
         _apply_swaps(A, swaps, 0, jl)
+        if holder:  # the finished block column (F in the original local row order)
+            F[perm[s:], jl:jl + vt] = L10
+            F[prow, jl:jl + vt] = lu00[mine]
         if not holder and ncr:
             Wz = exchange(comm, [], [(g.rank(px, py_t, z0), (nrow - s, hi - lo))], T_W, dt)[0]
         # 11. Schur update of this layer's partial sums, in place on the trailing view; a rank of the next

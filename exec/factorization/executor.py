@@ -162,13 +162,12 @@ class FactorExecutor(Executor):
         agreed = np.empty_like(flags)
         # the agreement travels while this rank copies its tile; nothing runs on the tile before it is known
         pending = self._control.Iallreduce(flags, agreed, MPI.MAX)
-        order = "F" if self.kind == "lu" else "C"  # COnfLUX updates Fortran-ordered views with BLAS gemm
         if not ok:
             tile = None
         elif first:
-            tile = np.array(A, dtype=self.dtype, copy=True, order=order)
+            tile = np.array(A, dtype=self.dtype, copy=True, order="C")  # row-major: row swaps are contiguous
         else:
-            tile = np.zeros(self.local_shape, self.dtype, order=order)
+            tile = np.zeros(self.local_shape, self.dtype)
         pending.Wait()
         if agreed[1] >= 0:
             r = int(agreed[1])

@@ -6,7 +6,8 @@ update of a trailing block ``A[s:, c:]`` of a larger local tile — the "local d
 gather, a product and a scatter.  :func:`gemm_update` calls the same BLAS through the function pointers
 that SciPy exports for Cython (``scipy.linalg.cython_blas``), with leading dimensions, so the update reads
 and writes the tile once, as ScaLAPACK's ``pdgemm`` does (``beta = 1``).  Any 2-D view with one unit stride
-is accepted; the transposition flags follow from the strides.
+is accepted (a row-major ``C`` is updated as ``Cᵀ = Bᵀ·Aᵀ``); the transposition flags follow from the
+strides.
 """
 
 from __future__ import annotations
@@ -53,18 +54,20 @@ def _operand(X: np.ndarray) -> tuple[bytes, int, np.ndarray]:
 
 
 def gemm_update(C: np.ndarray, A: np.ndarray, B: np.ndarray, alpha: float = -1.0, beta: float = 1.0) -> None:
-    """``C ← beta·C + alpha·A·B`` in place, for a column-major view ``C`` (unit stride down a column, e.g. a
-    block of a Fortran-ordered array); ``A`` and ``B`` any 2-D arrays of ``C``'s dtype (float64 or float32)."""
+    """``C ← beta·C + alpha·A·B`` in place, for a view ``C`` with one unit stride (a block of a C- or
+    Fortran-ordered array); ``A`` and ``B`` any 2-D arrays of ``C``'s dtype (float64 or float32)."""
     m, n = C.shape
     k = A.shape[1]
     if m == 0 or n == 0:
         return
+    if C.strides[1] == C.itemsize and n > 1 and (m == 1 or C.strides[0] != C.itemsize):
+        return gemm_update(C.T, B.T, A.T, alpha, beta)  # a row-major view: Cᵀ = Bᵀ·Aᵀ, column-major
     if C.dtype.name not in ("float64", "float32") or A.dtype != C.dtype or B.dtype != C.dtype:
         raise TypeError(f"gemm_update: dtypes {A.dtype}, {B.dtype} into {C.dtype}")
     if A.shape != (m, k) or B.shape != (k, n):
         raise ValueError(f"gemm_update: shapes {A.shape} · {B.shape} into {C.shape}")
     if not (C.strides[0] == C.itemsize or m == 1) or C.strides[1] < C.itemsize * m and n > 1:
-        raise ValueError("gemm_update: C must be a column-major view (a block of a Fortran-ordered array)")
+        raise ValueError("gemm_update: C must be a view with one unit stride (a block of a C- or Fortran-ordered array)")
     if k == 0:
         if beta != 1.0:
             C *= beta
