@@ -81,6 +81,8 @@ def plan_halo(partition: Any, shape: Any = None, kernel: Any = None, *, stride: 
     try:
         geo = halo_geometry(part, problem.shape, win)
     except ModelError as err:
+        if err.param:  # a limit names its own parameter and environment variable
+            raise
         raise ModelError(f"shape: {err}", param="shape") from err
     from meshplan.models.core.dtypes import as_dtype
 

@@ -12,6 +12,7 @@ the traceback instead.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import re
 import sys
@@ -19,7 +20,7 @@ from typing import NamedTuple, Sequence
 
 from meshplan.models.core.errors import MeshplanError
 
-__all__ = ["main", "build_parser", "ArgumentParser", "VERBS", "Verb"]
+__all__ = ["main", "build_parser", "ArgumentParser", "HelpFormatter", "VERBS", "Verb"]
 
 
 class Verb(NamedTuple):
@@ -47,6 +48,30 @@ VERBS: dict[str, Verb] = {
 }
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help at the terminal's width (at most 100 columns): prose paragraphs of a description or epilog are
+    wrapped; lines that start with spaces (examples, commands, lists) are kept as written."""
+
+    def __init__(self, prog: str, **kw) -> None:
+        import shutil
+
+        kw.setdefault("width", min(shutil.get_terminal_size((80, 24)).columns, 100) - 2)
+        super().__init__(prog, **kw)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        out = []
+        for para in text.strip("\n").split("\n\n"):
+            lines = para.split("\n")
+            if any(ln.startswith((" ", "\t")) for ln in lines[1:]) or para.startswith((" ", "\t")):
+                out.append("\n".join(indent + ln for ln in lines))  # an example block: verbatim
+            else:
+                out.append(textwrap.fill(" ".join(para.split()), width, initial_indent=indent,
+                                         subsequent_indent=indent))
+        return "\n\n".join(out) + "\n"
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with one-line errors: ``error: … (see `meshplan … --help`)``, exit 2; a value that looks
     like a negative number or list (``--axes -2,-4``, ``--timeout -1e3``) reaches the flag's parser, which
@@ -54,6 +79,8 @@ class ArgumentParser(argparse.ArgumentParser):
     with a digit)."""
 
     def __init__(self, *args, **kwargs) -> None:
+        if kwargs.get("formatter_class") in (None, argparse.HelpFormatter, argparse.RawDescriptionHelpFormatter):
+            kwargs["formatter_class"] = HelpFormatter
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(r"^-\.?\d[\w.,+\-]*$")
 
@@ -109,17 +136,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _interrupted()
     func = getattr(args, "func", None)
+    if sys.stdout is None:  # started with stdout closed (`>&-`): the answer would go nowhere
+        sys.stderr.write("error: standard output is closed; redirect it to a file or /dev/null\n")
+        return 2
     if func is None:
         if args.command is None:
             sys.stderr.write(f"error: no command; choose one of {', '.join(VERBS)} (see `meshplan --help`)\n")
         else:
             parser.print_help(sys.stdout)
         return 2
-    try:
-        from meshplan.cli.common import np_limit
+    from meshplan.cli import common
 
-        with np_limit(args):  # --oversubscribe of the MPI verbs
-            return int(func(args) or 0)
+    if getattr(args, "json_indent", None) is not None:
+        args.json = True
+    common.JSON_INDENT[0] = getattr(args, "json_indent", None)
+    real = sys.stdout
+    sys.stdout = _Stdout(real)
+    try:
+        with common.np_limit(args):  # --oversubscribe of the MPI verbs
+            code = int(func(args) or 0)
+        sys.stdout.flush()
+        return code
+    except _OutputFailed as out:
+        return _output_failed(out.__cause__, real)
     except MeshplanError as err:
         if debug:
             raise
@@ -127,14 +166,60 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         return _interrupted()
-    except BrokenPipeError:
-        return 0
     except Exception as err:  # noqa: BLE001 - never a traceback without --debug
         if debug:
             raise
         sys.stderr.write(f"error: internal error ({type(err).__name__}: {_one_line(str(err))}); "
                          "rerun with --debug and report it\n")
         return 70
+    finally:
+        sys.stdout = real
+        common.JSON_INDENT[0] = None
+
+
+class _OutputFailed(BaseException):
+    """Writing to stdout failed (a BaseException, so no ``except Exception`` of a verb swallows it)."""
+
+
+class _Stdout:
+    """``sys.stdout`` while a verb runs: a failed write or flush (disk full, closed pipe) raises
+    :class:`_OutputFailed` from the OSError, which :func:`main` reports."""
+
+    def __init__(self, raw) -> None:
+        self._raw = raw
+
+    def write(self, text: str) -> int:
+        try:
+            return self._raw.write(text)
+        except OSError as err:
+            raise _OutputFailed from err
+
+    def flush(self) -> None:
+        try:
+            self._raw.flush()
+        except OSError as err:
+            raise _OutputFailed from err
+
+    def __getattr__(self, name):
+        return getattr(self._raw, name)
+
+
+def _output_failed(err: OSError, real) -> int:
+    """A broken pipe (the reader stopped: ``meshplan … | head``) ends quietly with 141 as common tools do;
+    any other failure to write the answer (a full disk, a closed descriptor) is one error line, exit 2.
+    The process's stdout is pointed at /dev/null so that nothing fails again at exit."""
+    import errno
+    import os
+
+    if real is sys.__stdout__:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, real.fileno())
+            os.close(null)
+    if isinstance(err, BrokenPipeError) or getattr(err, "errno", None) == errno.EPIPE:
+        return 141
+    sys.stderr.write(f"error: cannot write the output to standard output: {err.strerror or err}\n")
+    return 2
 
 
 #: API parameters whose CLI flag is not ``--`` + the parameter's name (the verb's dest)

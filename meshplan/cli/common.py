@@ -24,8 +24,10 @@ __all__ = ["add_common_flags", "add_repeats_flag", "add_np_flag", "np_limit", "a
 
 
 def add_common_flags(parser, *, json_help: str = "print machine-readable JSON on stdout (see docs/)") -> None:
-    """``--json`` and ``--debug`` on a verb's parser."""
-    parser.add_argument("--json", action="store_true", help=json_help)
+    """``--json``, ``--json-indent N`` (implies ``--json``) and ``--debug`` on a verb's parser."""
+    parser.add_argument("--json", action="store_true", help=json_help + "; one line unless --json-indent")
+    parser.add_argument("--json-indent", type=_indent, default=None, metavar="N",
+                        help="indent the JSON by N spaces for reading (implies --json)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
 
 
@@ -127,11 +129,24 @@ def add_selection_flags(parser, *, several: bool) -> None:
                             help="program index inside the placement (default 0, the fastest simulated)")
 
 
+def _indent(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 16:
+        raise argparse.ArgumentTypeError(f"must be a whole number of spaces from 0 to 16, got {text!r}")
+    return value
+
+
+#: the verb's ``--json-indent`` (set by :func:`meshplan.cli.main` for the verb it runs)
+JSON_INDENT: list[int | None] = [None]
+
+
 def print_json(obj: Any) -> None:
-    """JSON on stdout: indented when small, compact (and fast: the C encoder) when large."""
-    text = json.dumps(obj, default=_default)
-    if len(text) <= 1_000_000:
-        text = json.dumps(obj, indent=2, default=_default)
+    """JSON on stdout: one line by default (a script reads it; the C encoder), indented with ``--json-indent``."""
+    indent = JSON_INDENT[0]
+    text = json.dumps(obj, default=_default) if indent is None else json.dumps(obj, indent=indent, default=_default)
     sys.stdout.write(text + "\n")
 
 
@@ -148,15 +163,16 @@ def _default(o: Any) -> Any:
 
 
 def console():
-    """A rich console on stdout: the terminal's width, or ``$COLUMNS`` (default 160) when piped."""
+    """A rich console on stdout that prints user text literally (:func:`meshplan.cli.render.make_console`): the
+    terminal's width, or ``$COLUMNS`` (default 80) when piped, then without trailing spaces."""
     import os
 
-    from rich.console import Console
+    from meshplan.cli.render import make_console
 
-    con = Console(highlight=False)
-    if not con.is_terminal:  # pipes and files get wide tables unless COLUMNS says otherwise
+    con = make_console()
+    if not con.is_terminal:  # pipes and files: 80 columns unless COLUMNS says otherwise
         cols = os.environ.get("COLUMNS", "")
-        con = Console(highlight=False, width=int(cols) if cols.isdigit() and int(cols) >= 40 else 160)
+        con = make_console(width=int(cols) if cols.isdigit() and int(cols) >= 40 else 80)
     return con
 
 
@@ -241,5 +257,12 @@ def add_baseline_flag(parser, *, names: Sequence[str], default: str, help: str) 
 
 
 def parse_baselines(text: str) -> list[str]:
-    """The names of ``--baseline a,b`` (``none`` or empty: none); the library checks each name."""
-    return [] if text.strip() in ("", "none") else [b.strip() for b in text.split(",")]
+    """The names of ``--baseline a,b`` (``none``: none); the library checks each name.  An empty value or an
+    empty name (``--baseline ""``, ``a,,b``) is refused: "none" is said in words."""
+    if text.strip() == "none":
+        return []
+    names = [b.strip() for b in text.split(",")]
+    if not any(names) or not all(names):
+        raise ModelError(f"baselines {text!r} names no baseline where one is expected; give comma-separated "
+                         "names, or none for no baseline", param="baselines")
+    return names

@@ -10,14 +10,96 @@ column is explained once (:attr:`Column.explain`).
 
 Multi-line cells carry their own line breaks: :func:`program_lines` puts one instruction of a reduction
 program per line, :func:`matrix_lines` one axis (with its name) per line.
+
+User text is printed literally: :func:`safe_markup` keeps only the balanced style tags the verbs write
+(``[bold]…[/bold]``, ``[red]…[/red]``, …) and escapes every other ``[…]`` (``rowstr[j]``, a file named
+``[red]m.py``), and :func:`make_console` returns a console that applies it to every string it prints (tables
+included) and, when not on a terminal, writes no trailing spaces.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
-__all__ = ["Column", "print_table", "program_lines", "matrix_lines"]
+__all__ = ["Column", "print_table", "program_lines", "matrix_lines", "safe_markup", "make_console"]
+
+#: the style tags the verbs write; anything else in brackets is user text
+STYLES = frozenset({"bold", "dim", "italic", "green", "red", "yellow", "cyan", "bold green", "bold red",
+                    "bold yellow"})
+_TAG = re.compile(r"(\\*)\[([a-z#/@][^\[]*?)\]")
+
+
+def safe_markup(text: str) -> str:
+    """``text`` with every ``[…]`` escaped except balanced pairs of :data:`STYLES` tags (``[red]x[/red]`` or
+    ``[red]x[/]``), so user text (paths, program notes) prints as written."""
+    if "[" not in text:
+        return text
+    tags = list(_TAG.finditer(text))
+    keep, open_ = set(), []
+    for i, m in enumerate(tags):
+        if m.group(1):  # already escaped
+            continue
+        body = m.group(2)
+        if body.startswith("/"):
+            for k in range(len(open_) - 1, -1, -1):
+                if body[1:] in ("", open_[k][1]):
+                    keep.update((open_[k][0], i))
+                    del open_[k]
+                    break
+        elif body in STYLES:
+            open_.append((i, body))
+    out, pos = [], 0
+    for i, m in enumerate(tags):
+        if m.group(1) or i in keep:
+            continue
+        out += [text[pos:m.start()], "\\", m.group(0)]
+        pos = m.end()
+    return "".join(out) + text[pos:]
+
+
+class _NoTrailingSpaces:
+    """A file that writes each line without its trailing spaces (rich pads table lines to the width)."""
+
+    def __init__(self, raw) -> None:
+        self._raw, self._tail = raw, ""
+
+    def write(self, text: str) -> int:
+        lines = (self._tail + text).split("\n")
+        self._tail = lines.pop()
+        if lines:
+            self._raw.write("".join(ln.rstrip(" ") + "\n" for ln in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._tail:
+            self._raw.write(self._tail)
+            self._tail = ""
+        self._raw.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name):
+        return getattr(self._raw, name)
+
+
+def make_console(width: int | None = None, file=None):
+    """A rich console that prints user text literally (:func:`safe_markup`) and, off a terminal, at ``width``
+    columns without trailing spaces."""
+    import sys
+
+    from rich.console import Console
+
+    class LiteralConsole(Console):
+        def render_str(self, text, **kw):  # every string printed, table cells and titles included
+            return super().render_str(safe_markup(text), **kw)
+
+    raw = file if file is not None else sys.stdout
+    if width is None:
+        return LiteralConsole(highlight=False, file=raw)
+    return LiteralConsole(highlight=False, width=width, file=_NoTrailingSpaces(raw))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +155,7 @@ _GAP = 2
 def _plain(cell: str) -> list[str]:
     from rich.text import Text
 
-    return Text.from_markup(cell).plain.split("\n")
+    return Text.from_markup(safe_markup(cell)).plain.split("\n")
 
 
 def _widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> list[int] | None:

@@ -22,6 +22,8 @@ name               default    environment variable            what it bounds
 ``group``          512        ``MESHPLAN_MAX_GROUP``          devices of one reduction group in synthesis (its
                                                               states grow with the group size cubed)
 ``input_bytes``    256 MiB    ``MESHPLAN_MAX_INPUT_BYTES``    bytes of one input file (:mod:`.files`)
+``halo_transfers`` 100,000    ``MESHPLAN_MAX_HALO_TRANSFERS`` ranks plus block transfers of one halo exchange
+                                                              (``tensor halo``; a 10-D grid of 2s has 2.6·10⁵)
 =================  =========  ==============================  ================================================
 """
 
@@ -56,6 +58,7 @@ LIMITS: dict[str, Limit] = {
     "placement": Limit(65_536, "MESHPLAN_MAX_PLACEMENT_DEVICES", "devices"),
     "group": Limit(512, "MESHPLAN_MAX_GROUP", "devices"),
     "input_bytes": Limit(256 * 2**20, "MESHPLAN_MAX_INPUT_BYTES", "bytes"),
+    "halo_transfers": Limit(100_000, "MESHPLAN_MAX_HALO_TRANSFERS", "ranks and block transfers"),
 }
 
 

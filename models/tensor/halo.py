@@ -17,7 +17,10 @@ per-dimension hops), so the bytes are exactly the number of inputs read from ano
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from itertools import product
 from typing import Sequence
 
 import numpy as np
@@ -27,7 +30,8 @@ from meshplan.models.tensor.partition import (Box, CartesianPartition, balanced_
                                               box_is_empty)
 from meshplan.models.tensor.plans import Runs, Transfer
 
-__all__ = ["Window", "output_length", "output_shape", "RankHalo", "HaloGeometry", "halo_geometry", "needed_indices",
+__all__ = ["Window", "output_length", "output_shape", "RankHalo", "HaloGeometry", "halo_geometry", "transfer_bound",
+           "needed_indices",
            "read_runs"]
 
 
@@ -205,38 +209,83 @@ def _select(reads: Runs, box: Box) -> tuple[Box, Runs | None] | None:
 
 
 def halo_geometry(partition: CartesianPartition, global_shape: Sequence[int], window: Window) -> HaloGeometry:
-    """Geometry of every grid index and the transfers of the forward halo exchange."""
+    """Geometry of every grid index and the transfers of the forward halo exchange.
+
+    O(ranks × dims + transfers): every per-dimension quantity (owned, output and extended ranges, the runs
+    read) depends on one grid coordinate only and is computed once per coordinate; a rank's sources are the
+    product of the per-dimension coordinate ranges whose blocks meet its needed box (found by bisection), not
+    every rank.  The ranks plus the transfers are bounded up front (:func:`transfer_bound`, limit
+    ``halo_transfers``, ``MESHPLAN_MAX_HALO_TRANSFERS``), so a huge grid is refused in O(dims × parts)."""
+    from meshplan.models.core.limits import check_limit
+
     g = partition.check_tensor(global_shape)
     if window.ndim != len(g):
         raise ModelError(f"the window has {window.ndim} dimensions but global_shape {g} has {len(g)}")
     out_shape = output_shape(g, window)
+    dims = _dimension_tables(partition.shape, g, out_shape, window)
+    check_limit("halo_transfers", partition.size + transfer_bound(dims),
+                f"the halo exchange of {g} on the grid {partition.shape}", param="partition")
     infos = []
-    for idx in range(partition.size):
-        coords = partition.coords(idx)
-        owned = partition.block(g, idx)
-        out = tuple(balanced_block(m, p, c) for m, p, c in zip(out_shape, partition.shape, coords))
-        # a dimension with an empty output block gets a zero-length extended range (the other dimensions
-        # keep theirs, so the local arrays have the right shapes); nothing is needed then
-        ext = tuple((o0 * window.stride[k] - window.padding[k],
-                     (o1 - 1) * window.stride[k] - window.padding[k] + window.extent(k) if o1 > o0
-                     else o0 * window.stride[k] - window.padding[k])
-                    for k, (o0, o1) in enumerate(out))
+    for idx, coords in enumerate(partition.all_coords()):
+        per = [d[c] for d, c in zip(dims, coords)]
+        owned = tuple(x.owned for x in per)
+        out = tuple(x.out for x in per)
+        ext = tuple(x.ext for x in per)
         reads: Runs = tuple(() for _ in g)
-        if box_is_empty(out):
+        if box_is_empty(out) or any(not x.reads for x in per):
             need = tuple((0, 0) for _ in g)
         else:
-            reads = tuple(read_runs(n, o0, o1, window, k) for k, ((o0, o1), n) in enumerate(zip(out, g)))
-            need = tuple((rr[0][0], rr[-1][1]) if rr else (0, 0) for rr in reads)
-            if box_is_empty(need):
-                need = tuple((0, 0) for _ in g)
-                reads = tuple(() for _ in g)
+            reads = tuple(x.reads for x in per)
+            need = tuple((rr[0][0], rr[-1][1]) for rr in reads)
         infos.append(RankHalo(idx, partition.ranks[idx], owned, out, ext, need, reads))
     transfers = []
-    for dst in infos:
+    for dst, coords in zip(infos, partition.all_coords()):
         if box_is_empty(dst.needed):
             continue
-        for src in infos:
+        for src_coords in product(*(range(d[c].src_lo, d[c].src_hi) for d, c in zip(dims, coords))):
+            src = infos[partition.index_of_coords(src_coords)]
             sel = _select(dst.reads, box_intersect(src.owned, dst.needed))
             if sel is not None:
                 transfers.append(Transfer(src.rank, dst.rank, *sel))
     return HaloGeometry(partition, g, window, out_shape, tuple(infos), tuple(transfers))
+
+
+@dataclass(frozen=True, slots=True)
+class _Coordinate:
+    """One grid coordinate ``c`` along one dimension: the owned, output and extended ranges, the runs of
+    inputs read, and ``[src_lo, src_hi)``, the coordinates whose owned blocks meet the needed range."""
+
+    owned: tuple[int, int]
+    out: tuple[int, int]
+    ext: tuple[int, int]
+    reads: tuple[tuple[int, int], ...]
+    src_lo: int
+    src_hi: int
+
+
+def _dimension_tables(parts: Sequence[int], g: Sequence[int], out_shape: Sequence[int],
+                      window: Window) -> list[list[_Coordinate]]:
+    tables = []
+    for k, (p, n, m) in enumerate(zip(parts, g, out_shape)):
+        owned = [balanced_block(n, p, c) for c in range(p)]
+        starts, stops = [a for a, _ in owned], [b for _, b in owned]
+        row = []
+        for c in range(p):
+            o0, o1 = balanced_block(m, p, c)
+            s, pad = window.stride[k], window.padding[k]
+            # an empty output block gets a zero-length extended range (the other dimensions keep theirs, so
+            # the local arrays have the right shapes); nothing is needed then
+            ext = (o0 * s - pad, (o1 - 1) * s - pad + window.extent(k) if o1 > o0 else o0 * s - pad)
+            reads = read_runs(n, o0, o1, window, k) if o1 > o0 else ()
+            lo, hi = (reads[0][0], reads[-1][1]) if reads else (0, 0)
+            src_lo, src_hi = (bisect_right(stops, lo), bisect_left(starts, hi)) if hi > lo else (0, 0)
+            row.append(_Coordinate(owned[c], (o0, o1), ext, reads, src_lo, max(src_lo, src_hi)))
+        tables.append(row)
+    return tables
+
+
+def transfer_bound(tables: Sequence[Sequence[_Coordinate]]) -> int:
+    """An upper bound on the transfers of the exchange (the pairs of grid indices whose owned and needed boxes
+    meet in every dimension): the product over dimensions of the per-coordinate source counts, summed —
+    O(dims × parts), before any transfer is built."""
+    return math.prod(sum(x.src_hi - x.src_lo for x in row) for row in tables)

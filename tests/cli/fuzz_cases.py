@@ -42,6 +42,11 @@ class Case:
     argv: tuple
     #: environment variables set while the case runs (e.g. a lower limit, so a guard trips quickly)
     env: tuple = ()
+    #: where stdout goes: "" (captured), "full" (/dev/full), "closed" (no descriptor 1), "pipe" (a pipe whose
+    #: reader has gone); such cases run as subprocesses
+    stdout: str = ""
+    #: a phrase the error line must contain (the message says what is wrong, not just that something is)
+    expect: str = ""
 
     @property
     def id(self) -> str:
@@ -54,6 +59,19 @@ UNPRIVILEGED = {"no-permission"}
 _PROGRAM = "AllReduce slice=root form=InsideGroup\n"
 _TEXT_FLAGS = ("--system", "node=2,gpu=2", "--axes", "2,2", "--reduce", "1", "--matrix", "[[2,1],[1,2]]")
 _LOOP = "def f(N):\n    for i in range(N):\n        A[i] = B[i] + 1\n"
+
+
+def _npy_with_nan() -> bytes:
+    """A 64 x 64 diagonally dominant matrix (LU needs no pivoting) with one NaN, as .npy bytes."""
+    import io
+
+    import numpy as np
+
+    a = np.random.default_rng(0).random((64, 64)) + 64 * np.eye(64)
+    a[3, 5] = np.nan
+    buf = io.BytesIO()
+    np.save(buf, a)
+    return buf.getvalue()
 
 
 def _plan(scratch: Path) -> dict:
@@ -138,6 +156,8 @@ def _contents(kind: str, suffix: str, scratch: Path) -> str | bytes:
         "py-infinite-loop": "def f(n):\n    i = 0\n    while i < n:\n        A[i] = 1\n        i = i + 0\n",
         "py-recursion": "def f(n):\n    return f(n)\n",
         "py-lambda": "f = lambda N: [0 for i in range(N)]\n",
+        "npy-nan": _npy_with_nan(),
+        "py-unknown-count": "def f(n):\n    for i in range(n):\n        if A[i] > 0:\n            B[i] = 1\n",
         "npy-fortran-object": b"\x93NUMPY\x01\x00v\x00{'descr': '|O', 'fortran_order': False, 'shape': (2, 2), }"
                               + b" " * 50 + b"\n" + b"\x00" * 32,
         "npy-huge-shape": b"\x93NUMPY\x01\x00v\x00{'descr': '<f8', 'fortran_order': False, 'shape': "
@@ -481,6 +501,38 @@ def _cases() -> list[Case]:
         ("baseline-unknown", ("--baseline", "magma")),
     )]
     cases[-3] = Case("factor", "run-np-huge", ("factor", "lu", "64", "--np", "100000", "--run", "--json"))
+
+    # the error contract of the first-run probes: a full, closed or broken stdout; input problems caught before
+    # mpiexec starts; one validation per flag; a missing file is "not found"
+    for verb, argv in (("matmul", ("matmul", "64", "64", "64", "--np", "4", "--json")),
+                       ("factor", ("factor", "lu", "64", "--np", "4", "--json")),
+                       ("tensor", ("tensor", "halo", "--partition", "2,2", "--shape", "8,8", "--kernel", "3", "--json")),
+                       ("redistribute", ("redistribute", "[4{x}16,16]", "[16,4{x}16]", "--mesh", "x=4", "--json"))):
+        cases.append(Case(verb, "stdout-full", argv, stdout="full", expect="No space left on device"))
+    cases += [Case("solve", "stdout-closed", ("solve", "placement", *_TEXT_FLAGS[:6]), stdout="closed",
+                   expect="standard output is closed"),
+              Case("tensor", "stdout-broken-pipe", ("tensor", "halo", "--partition", "1,1,4000", "--shape",
+                                                     "1,1,4000", "--kernel", "3", "--json"), stdout="pipe"),
+              Case("factor", "run-seed-negative", (*fa, "--run", "--seed", "-1"), expect="--seed"),
+              Case("factor", "run-input-nan", (*fa, "--run", "--input", F("npy-nan", ".npy")),
+                   expect="NaN or infinity"),
+              Case("factor", "repeats-zero", (*fa, "--repeats", "0"), expect="at least 1"),
+              Case("factor", "run-repeats-zero", (*fa, "--run", "--repeats", "0"), expect="at least 1"),
+              Case("matmul", "baseline-empty", (*mm, "--np", "4", "--baseline", ""), expect="no baseline"),
+              Case("matmul", "baseline-empty-name", (*mm, "--np", "4", "--baseline", "2d,,cosma"),
+                   expect="no baseline"),
+              Case("factor", "baseline-empty", (*fa, "--baseline", ""), expect="no baseline"),
+              Case("redistribute", "baseline-empty", ("redistribute", "[4{x}16,16]", "[16,4{x}16]", "--mesh", "x=4",
+                                                      "--baseline", ""), expect="no baseline"),
+              Case("count", "path-not-found", ("count", "no_such_file.py", "--json"), expect="not found"),
+              Case("count", "bounds-reversed-unknown", ("count", F("py-unknown-count", ".py"), "--bounds", "u1=5..1",
+                                                        "--json"), expect="u1"),
+              Case("tensor", "halo-100000-ranks", ("tensor", "halo", "--partition", "1,1,100000", "--shape",
+                                                   "1,1,100000", "--kernel", "3", "--json"),
+                   expect="MESHPLAN_MAX_HALO_TRANSFERS"),
+              Case("tensor", "halo-10-dims", ("tensor", "halo", "--partition", ",".join(["2"] * 10), "--shape",
+                                              ",".join(["4"] * 10), "--kernel", "3", "--json"),
+                   expect="MESHPLAN_MAX_HALO_TRANSFERS")]
 
     # any verb
     cases += [Case("meshplan", "unknown-verb", ("frobnicate",)), Case("meshplan", "no-verb", ()),

@@ -121,6 +121,24 @@ def _run(argv: list[str], unprivileged: bool) -> tuple[object, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def run_with_stdout(argv: list[str], where: str, cwd: Path) -> tuple[object, str, str]:
+    """``meshplan ARGV`` as a subprocess whose stdout is /dev/full (``full``), closed (``closed``) or a pipe
+    whose reader has gone (``pipe``): ``(exit code, "", stderr)``."""
+    cmd = [sys.executable, "-m", "meshplan", *argv]
+    if where == "pipe":
+        read, write = os.pipe()
+        os.close(read)  # nobody will read: the first write fails with EPIPE
+        proc = subprocess.run(cmd, stdout=write, stderr=subprocess.PIPE, text=True, cwd=cwd, timeout=LIMIT_S)
+        os.close(write)
+    elif where == "full":
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run(cmd, stdout=full, stderr=subprocess.PIPE, text=True, cwd=cwd, timeout=LIMIT_S)
+    else:
+        proc = subprocess.run(["/bin/sh", "-c", 'exec "$@" >&-', "sh", *cmd], stderr=subprocess.PIPE, text=True,
+                              cwd=cwd, timeout=LIMIT_S)
+    return proc.returncode, "", proc.stderr
+
+
 #: pieces of a Python traceback (a rank's, say) that must not reach the user's error line
 _FLATTENED = re.compile(r'File "[^"]+", line \d+|\^\^\^\^|Traceback \(most recent')
 
@@ -155,8 +173,16 @@ def broken_promise(code: object, out: str, err: str) -> str | None:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_error_promise(case: Case, scratch):
     argv = _argv(case, scratch)
-    code, out, err = run_in_process(argv, unprivileged=any(case.kind.startswith(k) for k in UNPRIVILEGED),
-                                    env=case.env)
+    if case.stdout:
+        code, out, err = run_with_stdout(argv, case.stdout, scratch)
+        if case.stdout == "pipe":  # the reader went away: quiet, 141 as common tools do
+            assert (code, err) == (141, ""), (code, err[-500:])
+            return
+    else:
+        code, out, err = run_in_process(argv, unprivileged=any(case.kind.startswith(k) for k in UNPRIVILEGED),
+                                        env=case.env)
+    if case.expect:
+        assert code == 2 and case.expect in err, (code, err[-500:])
     why = broken_promise(code, out, err)
     assert why is None, f"meshplan {' '.join(a[:60] for a in argv)[:400]}: {why}"
 

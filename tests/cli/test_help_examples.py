@@ -108,6 +108,7 @@ def plan(tmp_path_factory):
 @pytest.mark.parametrize("argv", RUNNABLE, ids=" ".join)
 def test_example_runs_as_printed(cli, argv, plan, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "80")  # piped output at 80 columns: see _check_80_columns
     shutil.copy(plan, tmp_path / "plan.json")
     argv = [str(ROOT / a) if a.startswith("examples/") else a for a in argv]
     code, out, err = cli(*argv)
@@ -116,3 +117,16 @@ def test_example_runs_as_printed(cli, argv, plan, tmp_path, monkeypatch):
         assert (tmp_path / argv[argv.index("--png") + 1]).is_file()
     else:
         assert out.strip() or any(tmp_path.iterdir())
+    _check_80_columns(argv, out)
+
+
+def _check_80_columns(argv, out: str) -> None:
+    """At ``COLUMNS=80`` a table or text answer fits 80 columns with no trailing spaces and no number cut
+    short with ``…`` (JSON is one line; ``export`` prints a program)."""
+    import re
+
+    lines = out.splitlines()
+    if "--json" not in argv and argv[0] != "export":
+        assert not [ln for ln in lines if len(ln) > 80], [ln for ln in lines if len(ln) > 80][:3]
+    assert not [ln for ln in lines if ln != ln.rstrip(" ")], "trailing spaces"
+    assert not re.findall(r"\d[\d,.]*…|…[\d,.]*\d", out), "a number cut short"
