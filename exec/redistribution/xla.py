@@ -70,6 +70,22 @@ class HloCollective:
         return 0
 
     @property
+    def wire(self) -> int:
+        """Elements the busiest device sends on the wire: an all-gather its operand to each of the ``g−1``
+        others, an all-to-all or reduce-scatter all but its own ``1/g``, an all-reduce twice that (reduce-scatter
+        then all-gather), a collective-permute its operand if any device receives from another."""
+        g = self.group_size
+        if self.op == "all-gather":
+            return self.operand * (g - 1)
+        if self.op in ("all-to-all", "reduce-scatter"):
+            return self.operand - self.operand // g if g else 0
+        if self.op == "all-reduce":
+            return 2 * (self.operand - self.operand // g) if g else 0
+        if self.op == "collective-permute":
+            return self.operand if self.moved else 0
+        return 0
+
+    @property
     def group_size(self) -> int:
         return 2 if self.op == "collective-permute" else (len(self.groups[0]) if self.groups else 0)
 
@@ -98,6 +114,11 @@ class HloReport:
     @property
     def cost(self) -> int:
         return sum(c.cost for c in self.collectives)
+
+    @property
+    def wire(self) -> int:
+        """Elements the busiest device sends, summed over the collectives (:attr:`HloCollective.wire`)."""
+        return sum(c.wire for c in self.collectives)
 
     @property
     def communication(self) -> tuple[HloCollective, ...]:

@@ -1,0 +1,84 @@
+"""meshplan.jax against XLA on fake CPU devices (the tests and bench/frameworks.py).
+
+:func:`compare` starts one Python process with ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` (jax
+reads it once, at import) and runs every :class:`~meshplan.api.framework_family.FamilyProblem` JAX can
+express (JAX needs divisible sizes): ``meshplan.jax.reshard`` and ``jax.device_put`` on integer data, compared
+bit for bit block by block, then both compiled (``jax.jit`` of the reshard, and of the identity with the target
+``out_shardings``, as XLA's SPMD partitioner reshards): the bytes sent are read from the compiled HLO's
+collectives (:func:`meshplan.exec.redistribution.xla.read_hlo`, :attr:`HloCollective.wire`) and the peak from
+``compiled.memory_analysis()`` (arguments + outputs + temporaries − aliased bytes, per device).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+__all__ = ["compare"]
+
+
+def _memory(compiled) -> int:
+    ma = compiled.memory_analysis()
+    return int(ma.argument_size_in_bytes + ma.output_size_in_bytes + ma.temp_size_in_bytes
+               - ma.alias_size_in_bytes)
+
+
+def _child(specs: list[dict], cost: str) -> list[dict]:
+    import math
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding
+
+    import meshplan.jax as mj
+    from meshplan.exec.redistribution.xla import read_hlo
+    from meshplan.jax.layout import spec_of
+
+    out = []
+    for spec in specs:
+        shape = tuple(spec["shape"])
+        names, sizes = [a for a, _ in spec["mesh"]], [k for _, k in spec["mesh"]]
+        mesh = Mesh(np.array(jax.devices()[:math.prod(sizes)]).reshape(sizes), tuple(names))
+        s = NamedSharding(mesh, spec_of([tuple(d) for d in spec["src"]]))
+        d = NamedSharding(mesh, spec_of([tuple(d) for d in spec["dst"]]))
+        x = jax.device_put(jnp.arange(math.prod(shape), dtype=jnp.int32).reshape(shape), s)
+        y, r = mj.reshard(x, d), jax.device_put(x, d)
+        key = lambda sh: sh.device.id  # noqa: E731
+        equal = y.sharding.is_equivalent_to(d, len(shape)) and all(
+            a.device == b.device and np.array_equal(np.asarray(a.data), np.asarray(b.data))
+            for a, b in zip(sorted(y.addressable_shards, key=key), sorted(r.addressable_shards, key=key)))
+        equal = equal and np.array_equal(np.asarray(y), np.arange(math.prod(shape)).reshape(shape))
+        fp = mj.plan(x, d, cost=cost)
+        rec = {"problem": spec["name"], "equal": bool(equal), "plan_sent_bytes": fp.sent_bytes,
+               "plan_peak_bytes": fp.peak_bytes, "program": [f"{p.op}{list(p.axes)}" for p in fp.program]}
+        for way, fn in (("meshplan", jax.jit(lambda v: mj.reshard(v, d, src=s, cost=cost))),
+                        ("xla", jax.jit(lambda v: v, out_shardings=d))):
+            c = fn.lower(x).compile()
+            if way == "meshplan":   # under jit too
+                rec["equal"] = rec["equal"] and np.array_equal(np.asarray(c(x)), np.asarray(r))
+            rep = read_hlo(c.as_text())
+            rec[way] = {"sent_bytes": rep.wire * 4, "peak_bytes": _memory(c), "hlo_height_bytes": rep.height * 4,
+                        "collectives": [str(k) for k in rep.communication]}
+        out.append(rec)
+    return out
+
+
+def compare(problems, *, cost: str = "wire", devices: int = 8, timeout_s: float = 900.0) -> list[dict]:
+    """Run the problems JAX can express (sizes divisible by their axes) in one process on ``devices`` fake CPU
+    devices; one record per problem (``problem`` is its ``str``)."""
+    specs = [{"name": str(p), "mesh": [list(m) for m in p.mesh], "shape": list(p.shape),
+              "src": [list(d) for d in p.src], "dst": [list(d) for d in p.dst]} for p in problems]
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu",
+               TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, "-m", "meshplan.jax.compare", cost], input=json.dumps(specs), env=env,
+                          capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode:
+        raise RuntimeError("the jax comparison failed: " + proc.stderr[-2000:])
+    return json.loads(proc.stdout)
+
+
+if __name__ == "__main__":
+    json.dump(_child(json.load(sys.stdin), sys.argv[1]), sys.stdout)

@@ -1,0 +1,224 @@
+"""``meshplan.jax.reshard(x, sharding)``: a JAX resharding carried out by meshplan's plan under ``shard_map``.
+
+The same result as ``jax.device_put(x, sharding)``, computed by the memory-bounded program of
+"Memory-efficient array redistribution through portable collective communication" (Rink, Kwasniewski et al.,
+§7) as explicit collectives on each device's block inside ``jax.shard_map`` over the mesh of prime sub-axes
+(:func:`meshplan.jax.layout.prime_mesh`): ``lax.all_gather`` for an all-gather, ``lax.all_to_all`` for an
+all-to-all, ``lax.ppermute`` for the final permutation and ``lax.dynamic_slice_in_dim`` for a dynamic slice.
+A step's device group is a set of physical sub-axes; where the plan's order of the group's pieces differs from
+JAX's (after the lowering renamed axes, §6), a per-device table reorders them.  Usable under ``jax.jit``
+(pass the source sharding as ``src`` when ``x`` is traced).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from functools import lru_cache
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from meshplan.api.framework_plan import FrameworkPlan, framework_plan, padded_types
+from meshplan.models.core.dtypes import as_dtype
+from meshplan.models.core.errors import ModelError
+from meshplan.models.redistribution.lowlevel import Assignment, apply_lowlevel, groups
+from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll, DynSlice
+from meshplan.jax.layout import mesh_of, prime_mesh, spec_of, split_axes
+
+__all__ = ["plan", "reshard"]
+
+
+def _shardings(x: Any, sharding: Any, src: Any):
+    from jax.sharding import NamedSharding
+
+    src = src if src is not None else getattr(x, "sharding", None)
+    for name, s in (("src", src), ("sharding", sharding)):
+        if not isinstance(s, NamedSharding):
+            raise ModelError(f"{name} must be a jax.sharding.NamedSharding, got {type(s).__name__}"
+                             + (" (pass src= when x is traced under jit)" if name == "src" else ""), param=name)
+    if src.mesh.devices.shape != sharding.mesh.devices.shape or src.mesh.axis_names != sharding.mesh.axis_names \
+            or not np.array_equal(np.vectorize(lambda d: d.id)(src.mesh.devices),
+                                  np.vectorize(lambda d: d.id)(sharding.mesh.devices)):
+        raise ModelError("the source and target shardings must be on the same mesh", param="sharding")
+    return src, sharding
+
+
+def plan(x: Any, sharding: Any, *, src: Any = None, cost: str = "wire") -> FrameworkPlan:
+    """meshplan's program for ``jax.device_put(x, sharding)`` without moving data: its steps, the bytes every
+    device sends and the largest block it holds (``cost``: ``wire`` — the default here — or ``paper``)."""
+    s, d = _shardings(x, sharding, src)
+    return _plan(s.mesh, tuple(x.shape), tuple(s.spec), tuple(d.spec), str(jnp.dtype(x.dtype)), cost)
+
+
+@lru_cache(maxsize=512)
+def _plan(jmesh, shape, src_spec, dst_spec, dtype, cost) -> FrameworkPlan:
+    from jax.sharding import PartitionSpec
+
+    mesh = mesh_of(jmesh)
+    for spec in (src_spec, dst_spec):
+        for i, axes in enumerate(split_axes(PartitionSpec(*spec), len(shape), mesh.names)):
+            k = math.prod(mesh.size(a) for a in axes)
+            if shape[i] % k:
+                raise ModelError(f"dimension {i} of size {shape[i]} is not divisible by {k}, the size of its mesh "
+                                 "axes; JAX shardings need divisible sizes", param="sharding")
+    src, dst = padded_types(mesh, shape, split_axes(PartitionSpec(*src_spec), len(shape), mesh.names),
+                            split_axes(PartitionSpec(*dst_spec), len(shape), mesh.names), nested_uneven=True)
+    return framework_plan("jax", mesh, shape, src, dst, (str(PartitionSpec(*src_spec)), str(PartitionSpec(*dst_spec))),
+                          as_dtype(dtype, what="dtype").short, cost)
+
+
+def _physical(mesh, coords0, members: list[int]) -> tuple[str, ...]:
+    """The prime axes (mesh order) along which the ``members`` of one group differ."""
+    return tuple(a for k, a in enumerate(mesh.names) if len({int(coords0[m, k]) for m in members}) > 1)
+
+
+def _position(mesh, coords0, axes: tuple[str, ...], d: int) -> int:
+    """JAX's index of device ``d`` in a collective over ``axes`` (the first axis major)."""
+    v = 0
+    for a in axes:
+        v = v * mesh.size(a) + int(coords0[d, mesh.index(a)])
+    return v
+
+
+def _order(mesh, coords0, color, key, n: int, axes: tuple[str, ...]) -> np.ndarray:
+    """``order[d, k]``: JAX's position (in a collective over ``axes``) of the member of ``d``'s group whose
+    piece is ``k``; every group must be the devices that differ only along ``axes``."""
+    order = np.zeros((len(color), n), dtype=np.int32)
+    for c in sorted(set(color.tolist())):
+        members = [m for m in range(len(color)) if color[m] == c]
+        if _physical(mesh, coords0, members) != tuple(a for a in mesh.names if a in axes) \
+                or math.prod(mesh.size(a) for a in axes) != n:
+            raise ModelError("internal: the groups of a step are not sets of mesh sub-axes")
+        row = np.zeros(n, dtype=np.int32)
+        for m in members:
+            row[int(key[m])] = _position(mesh, coords0, axes, m)
+        order[members] = row
+    return order
+
+
+def _compile(fp: FrameworkPlan):
+    """The per-device function of the plan (for ``shard_map`` over the prime mesh) and its two specs."""
+    search = fp.plan.search
+    mesh, coords0 = search.mesh, search.decomposition.coords()
+    ndev = mesh.num_devices
+    state = Assignment(search.src, coords0)
+    actions = []
+    for step in search.ops:
+        new = apply_lowlevel(mesh, state, step, coords0)
+        if isinstance(step, (AllGather, AllToAll)):
+            color, key, n = groups(mesh, state, step)
+            best = None
+            for axes in itertools.permutations(_physical(mesh, coords0, [m for m in range(ndev)
+                                                                         if color[m] == color[0]])):
+                order = _order(mesh, coords0, color, key, n, axes)   # [d, k]: JAX position of piece k
+                if best is None or (order == np.arange(n)).all():
+                    best = (axes, order)
+                if (order == np.arange(n)).all():
+                    break
+            axes, order = best
+            same = bool((order == np.arange(n)).all())
+            inverse = np.argsort(order, axis=1).astype(np.int32)  # inverse[d, r]: key of the piece at position r
+            if isinstance(step, AllGather):
+                actions.append(("allgather", step.dim, axes, None if same else order))
+            else:
+                actions.append(("alltoall", step.src, step.dst, axes, n, None if same else (order, inverse)))
+        elif isinstance(step, DynSlice):
+            c = new.type.dims[step.dim].local
+            lo = np.zeros(ndev, dtype=np.int32)
+            for d in range(ndev):
+                v, w = 0, 1
+                for a in step.axes:
+                    v += int(state.coords[d, mesh.index(a)]) * w
+                    w *= mesh.size(a)
+                lo[d] = v * c
+            actions.append(("dynslice", step.dim, lo, c))
+        elif isinstance(step, AllPermute):
+            actions.append(("allpermute", tuple((int(step.source[d]), d) for d in range(ndev))))
+        state = new
+    # the JAX prime mesh's axis order (sub-axes major first): row-major over it is the device number
+    names = tuple(s for _, subs in search.decomposition.subaxes for s in reversed(subs))
+
+    def device_id():
+        d = 0
+        for a in names:
+            d = d * mesh.size(a) + jax.lax.axis_index(a)
+        return d
+
+    def body(t):
+        d = device_id() if any(a[0] in ("dynslice",) or (a[0] == "allgather" and a[3] is not None)
+                               or (a[0] == "alltoall" and a[5] is not None) for a in actions) else None
+        for act in actions:
+            kind = act[0]
+            if kind == "allgather":
+                _, dim, axes, order = act
+                if order is None:
+                    t = jax.lax.all_gather(t, axes, axis=dim, tiled=True)
+                else:
+                    g = jax.lax.all_gather(t, axes, axis=0, tiled=False)
+                    g = jnp.take(g, jnp.asarray(order)[d], axis=0)
+                    t = _join(g, dim)
+            elif kind == "alltoall":
+                _, i, j, axes, n, perm = act
+                if perm is None:
+                    t = jax.lax.all_to_all(t, axes, split_axis=j, concat_axis=i, tiled=True)
+                else:
+                    order, inverse = perm
+                    pieces = _pieces(t, n, j)
+                    send = jnp.take(pieces, jnp.asarray(inverse)[d], axis=0)
+                    recv = jax.lax.all_to_all(send, axes, split_axis=0, concat_axis=0, tiled=True)
+                    t = _join(jnp.take(recv, jnp.asarray(order)[d], axis=0), i)
+            elif kind == "dynslice":
+                _, dim, lo, c = act
+                t = jax.lax.dynamic_slice_in_dim(t, jnp.asarray(lo)[d], c, axis=dim)
+            else:
+                _, pairs = act
+                t = jax.lax.ppermute(t, names, list(pairs))   # fixed points keep their block
+        return t
+
+    src_spec = spec_of([d.axes for d in search.src.dims])
+    dst_spec = spec_of([d.axes for d in search.dst.dims])
+    return body, src_spec, dst_spec
+
+
+def _pieces(t, n: int, dim: int):
+    shape = list(t.shape)
+    return jnp.moveaxis(t.reshape(shape[:dim] + [n, shape[dim] // n] + shape[dim + 1:]), dim, 0)
+
+
+def _join(pieces, dim: int):
+    n, shape = pieces.shape[0], list(pieces.shape[1:])
+    shape[dim] *= n
+    return jnp.moveaxis(pieces, 0, dim).reshape(shape)
+
+
+@lru_cache(maxsize=512)
+def _function(fp: FrameworkPlan, jmesh, dst):
+    """``x -> y`` under ``shard_map`` on the prime mesh, then the target sharding (same placement)."""
+    body, src_spec, dst_spec = _compile(fp)
+    pmesh = prime_mesh(jmesh, fp.plan.search.decomposition)
+    f = jax.shard_map(body, mesh=pmesh, in_specs=src_spec, out_specs=dst_spec, check_vma=False)
+
+    def run(x):
+        return jax.lax.with_sharding_constraint(f(x), dst)
+    return run
+
+
+def reshard(x: Any, sharding: Any, *, src: Any = None, cost: str = "wire") -> Any:
+    """``jax.device_put(x, sharding)`` carried out by meshplan's plan (see the module docstring); under
+    ``jax.jit`` pass ``src``, the sharding ``x`` has."""
+    s, d = _shardings(x, sharding, src)
+    fp = _plan(s.mesh, tuple(x.shape), tuple(s.spec), tuple(d.spec), str(jnp.dtype(x.dtype)), cost)
+    if not fp.plan.search.ops:
+        return jax.lax.with_sharding_constraint(x, d) if isinstance(x, jax.core.Tracer) else jax.device_put(x, d)
+    run = _function(fp, s.mesh, d)
+    if isinstance(x, jax.core.Tracer):
+        return run(x)
+    return _jitted(run, d)(x)
+
+
+@lru_cache(maxsize=512)
+def _jitted(run, dst):
+    return jax.jit(run, out_shardings=dst)
