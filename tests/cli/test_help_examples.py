@@ -16,8 +16,9 @@ import pytest
 from meshplan.cli import VERBS, build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
-#: verbs whose every run starts mpiexec
-MPI_VERBS = {"run", "calibrate"}
+#: verbs whose every run starts mpiexec, or (testbed) needs root and rebuilds the host's network namespaces:
+#: parsed only, as tests/cli/test_docs_examples.py does (tests/testbed/ runs the testbed on namespaces of its own)
+MPI_VERBS = {"run", "calibrate", "testbed"}
 #: files that only an MPI example writes (``calibrate -o here.json``): examples reading them are parsed only
 MPI_OUTPUTS = {"here.json"}
 #: what ends the meshplan command of an example line (the rest is shell: another command, a redirection)
