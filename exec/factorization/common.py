@@ -12,7 +12,8 @@ from scipy.linalg import blas, lapack
 
 from meshplan.models.factorization.problem import FactorGrid
 
-__all__ = ["Layout", "Pending", "post", "exchange", "reduce_column", "gepp", "solve_upper_right", "solve_unit_lower_right", "chol_block"]
+__all__ = ["Layout", "Pending", "post", "exchange", "reduce_column", "gepp", "solve_upper_right", "solve_unit_lower_right", "solve_lower_transposed_right",
+           "chol_block"]
 
 
 @dataclass
@@ -157,10 +158,24 @@ def solve_unit_lower_right(B: np.ndarray, L: np.ndarray) -> np.ndarray:
                       side=1, lower=1, diag=1)
 
 
+def solve_lower_transposed_right(B: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """``X`` with ``X·Lᵀ = B`` for lower-triangular ``L`` (BLAS ``trsm``; Cholesky's ``L10 = A10·L00⁻ᵀ``)."""
+    if B.size == 0:
+        return np.array(B, dtype=np.float64)
+    n = B.shape[1]
+    return blas.dtrsm(1.0, np.asarray(L, dtype=np.float64)[:n, :n], np.asarray(B, dtype=np.float64),
+                      side=1, lower=1, trans_a=1, diag=0)
+
+
 def chol_block(A: np.ndarray):
     """Lower Cholesky factor of a small SPD block; returns ``(L, bad)`` with ``bad`` the first column
-    whose diagonal was not positive (then the factor continues with ``|d|`` so the run ends cleanly)."""
+    whose diagonal was not positive (then the factor continues with ``|d|`` so the run ends cleanly).
+    LAPACK ``potrf`` when the block is positive definite; the column loop only to name a breakdown."""
     n = A.shape[0]
+    if n:
+        L, info = lapack.dpotrf(np.array(A, dtype=np.float64), lower=1, clean=1)
+        if info == 0:
+            return L, None
     L = np.tril(np.array(A, dtype=np.float64, copy=True))
     bad = None
     for c in range(n):

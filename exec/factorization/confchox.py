@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshplan.exec.factorization.common import Layout, chol_block, exchange, reduce_column
+from meshplan.exec.factorization.common import (Layout, chol_block, exchange, reduce_column,
+                                                solve_lower_transposed_right)
+from meshplan.exec.factorization.kernels import gemm_update
 from meshplan.models.factorization.cost import cyclic_count
 from meshplan.models.factorization.problem import layer_slices
 
@@ -79,7 +81,7 @@ def confchox(comm, lay: Layout, A: np.ndarray):
                 L00 = np.zeros((vt, vt))
                 L00[np.tril_indices(vt)] = exchange(comm, [], [(g.rank(px_t, py, pz), (vt * (vt + 1) // 2,))],
                                                     T_DIAG, dt)[0]
-            L10 = np.linalg.solve(L00, blk[nd:].T).T if rr.stop > rr.start else np.empty((0, vt))
+            L10 = solve_lower_transposed_right(blk[nd:], L00) if rr.stop > rr.start else np.empty((0, vt))
             F[rr, jl:jl + vt] = L10
             myrows = lay.rows[rr]
             sends = []
@@ -104,12 +106,15 @@ def confchox(comm, lay: Layout, A: np.ndarray):
         # lower-half update, one local block column at a time
         mycols = lay.cols[rc]
         grow = lay.rows[rr]
-        if hi > lo and len(mycols) and len(grow):
-            for b0 in range(0, len(mycols), v):
-                b1 = min(b0 + v, len(mycols))
+        upto = int(np.searchsorted(mycols, grow[-1], side="right")) if len(grow) else 0  # columns ≤ a row
+        if hi > lo and upto:
+            first = int(np.searchsorted(grow, mycols[0]))  # rows from here meet a column; gathered once
+            W_rows = buf[np.searchsorted(need, grow[first:])]
+            W_cols = buf[np.searchsorted(need, mycols[:upto])].T.copy()
+            for b0 in range(0, upto, v):
+                b1 = min(b0 + v, upto)
                 r0 = int(np.searchsorted(grow, mycols[b0]))
-                if r0 < len(grow):
-                    Wr = buf[np.searchsorted(need, grow[r0:])]
-                    Wc = buf[np.searchsorted(need, mycols[b0:b1])]
-                    A[rr.start + r0:rr.stop, rc.start + b0:rc.start + b1] -= Wr @ Wc.T
+                if r0 < len(grow):  # in place, one BLAS gemm on the view (no temporary)
+                    gemm_update(A[rr.start + r0:rr.stop, rc.start + b0:rc.start + b1], W_rows[r0 - first:],
+                                W_cols[:, b0:b1])
     return F, breakdown
