@@ -11,7 +11,10 @@ Step ``t`` (block column ``J``, grid column ``py_t = t mod Py``, layer ``z0 = t 
    of the L10 rows it needs (:func:`panel_rows`): the rows of its own rows (the row panel) and of
    its own columns (the column panel, ``L10ᵀ``) that the lower-half update reads;
 4. every layer updates the lower half of its partial sums, ``A11 -= L10[:, s_z]·L10[:, s_z]ᵀ``,
-   block column by block column from the diagonal down.
+   block column by block column from the diagonal down (BLAS gemm on views of the tile).
+
+Look-ahead (overlap, section 3.7.3): a rank of the grid column that holds the next block column updates
+that block column first and the rest of its tile after the next step's panel is posted.
 
 Words match :func:`meshplan.models.factorization.cost.confchox_cost` exactly.
 """
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshplan.exec.factorization.common import (Layout, chol_block, exchange, reduce_column,
+from meshplan.exec.factorization.common import (Layout, chol_block, exchange, post, reduce_column,
                                                 solve_lower_transposed_right)
 from meshplan.exec.factorization.kernels import gemm_update
 from meshplan.models.factorization.cost import cyclic_count
@@ -51,6 +54,7 @@ def confchox(comm, lay: Layout, A: np.ndarray):
     px, py, pz = lay.px, lay.py, lay.pz
     F = np.zeros_like(A)
     breakdown = None
+    deferred = []  # (view, W rows, W columns) of the last step's update left for after this step's panel
     for t in range(-(-N // v)):
         c0 = t * v
         vt = min(v, N - c0)
@@ -99,11 +103,16 @@ def confchox(comm, lay: Layout, A: np.ndarray):
         # the holders send and receive at once)
         src = lay.px_of(need)
         recvs = [(x, np.flatnonzero(src == x)) for x in range(Px) if not (holder and x == px)]
-        got = exchange(comm, sends if holder else [],
+        pending = post(comm, sends if holder else [],
                        [(g.rank(x, py_t, z0), (len(k), hi - lo)) for x, k in recvs], T_W, dt)
+        for view, Wr, Wc in deferred:  # the rest of the last step's update, while this panel travels
+            gemm_update(view, Wr, Wc)
+        deferred = []
+        got = pending.wait()
         for (x, k), part in zip(recvs, got):
             buf[k] = part
-        # lower-half update, one local block column at a time
+        # lower-half update, one local block column at a time; a rank of the next block column's grid
+        # column updates that block column now and the rest once the next panel is on its way
         mycols = lay.cols[rc]
         grow = lay.rows[rr]
         upto = int(np.searchsorted(mycols, grow[-1], side="right")) if len(grow) else 0  # columns ≤ a row
@@ -111,10 +120,17 @@ def confchox(comm, lay: Layout, A: np.ndarray):
             first = int(np.searchsorted(grow, mycols[0]))  # rows from here meet a column; gathered once
             W_rows = buf[np.searchsorted(need, grow[first:])]
             W_cols = buf[np.searchsorted(need, mycols[:upto])].T.copy()
+            ahead = (t + 1) % Py == py
             for b0 in range(0, upto, v):
                 b1 = min(b0 + v, upto)
                 r0 = int(np.searchsorted(grow, mycols[b0]))
                 if r0 < len(grow):  # in place, one BLAS gemm on the view (no temporary)
-                    gemm_update(A[rr.start + r0:rr.stop, rc.start + b0:rc.start + b1], W_rows[r0 - first:],
-                                W_cols[:, b0:b1])
+                    job = (A[rr.start + r0:rr.stop, rc.start + b0:rc.start + b1], W_rows[r0 - first:],
+                           W_cols[:, b0:b1])
+                    if ahead and b0 > 0:
+                        deferred.append(job)
+                    else:
+                        gemm_update(*job)
+    for job in deferred:
+        gemm_update(*job)
     return F, breakdown
