@@ -26,6 +26,7 @@ not depend on the order); the replay executes the model, i.e. ascending.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -92,7 +93,7 @@ def _numeric(expr: sp.Expr, env: dict[str, np.ndarray | int], n: int) -> np.ndar
         raise ModelError(f"give a value for {missing[0]} in params to replay the schedule", param="params")
     if not names:
         return np.full(n, int(expr), dtype=np.int64)
-    f = sp.lambdify([sp.Symbol(x, integer=True) for x in names], expr, modules="numpy")
+    f = _compiled(expr, tuple(names))
     val = np.asarray(f(*[env[x] for x in names]), dtype=np.float64)
     out = np.floor(val + 1e-9).astype(np.int64)
     return np.broadcast_to(out, (n,)).copy() if out.ndim == 0 else out
@@ -113,6 +114,13 @@ def _tree_positions(program: Program) -> list[list[int]]:
             pos.append(kids.index(node))
         out.append(pos)
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(expr: sp.Expr, names: tuple[str, ...]):
+    """``expr`` as a numpy function of ``names`` (once per expression: traces of one program at several
+    sizes, and of its renamings, share their bounds and subscripts)."""
+    return sp.lambdify([sp.Symbol(x, integer=True) for x in names], expr, modules="numpy")
 
 
 def build_trace(program: Program, values: dict[str, int], *, limit: int = DEFAULT_LIMIT) -> Trace:

@@ -268,6 +268,7 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
         terms.append(Term(o.array, "inout", dims, t, vclasses, tv, label=access_text(o.access)))
     # 3) other reads
     inputs: dict[str, list[Component]] = {}
+    internal: dict[str, list[Component]] = {}
     for i, c in enumerate(comps):
         if c.role == "out" or i in matched:
             continue
@@ -277,10 +278,11 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
                 notes.append(f"{c.stmt}: {access_text(c.access)} is no translation of {c.array}'s output: "
                              "a separate input array (section 5.5.1)")
             else:
-                notes.append(f"{c.stmt}: read {access_text(c.access)} is computed inside {{{', '.join(H)}}}: "
-                             "not loaded (Definition 5.6)")
+                internal.setdefault(c.array, []).append(c)
             continue
         inputs.setdefault(c.array, []).append(c)
+    for arr, cs in internal.items():
+        terms = internal_reads(arr, cs, terms, comps, matched, classes_of, prog, H, notes)
     for arr, cs in inputs.items():
         terms += input_terms(arr, cs, classes_of, uf, prog, sample_size, notes)
     classes = tuple(dict.fromkeys(uf.find(v) for st in stmts for v in st.vars))
@@ -302,3 +304,51 @@ def _writer_of(c: Component, group) -> str:
         if o.stmt == c.stmt:
             return o.stmt
     return outs[0].stmt
+
+
+def internal_reads(arr: str, cs: list[Component], terms: list[Term], comps: list[Component], matched: dict,
+                   classes_of, prog: Program, H: tuple[str, ...], notes: list[str]) -> list[Term]:
+    """The access terms of reads of an array of ``H`` that translate none of its outputs.
+
+    Definition 5.6 leaves them out of ``St_H``: every vertex of an array of ``H`` "could be computed"
+    inside the subcomputation.  On the rectangular tile of the fused statements (section 5.4.4:
+    one domain ``D`` over the identified tile variables) the writers of ``arr`` compute only
+    ``arr[f(D)]``; a read ``arr[g(D)]`` of other elements needs them from an earlier
+    subcomputation or from slow memory, so they belong to the dominator set like an input's.
+    When ``arr`` has one Corollary 5.1 term whose size is its box ``|f(D)|`` (each written
+    element needs its one older version from outside, no halo), the elements written or read
+    are at least ``max(|f(D)|, |g(D)|)``: the term becomes that bounded-overlap union (section
+    5.5.3; :mod:`cases` splits the max).  A read that forms the triangular pair of section
+    4.6.2 with a read translating the output (covariance's ``data[k, i]`` and ``data[k, j]``,
+    ``j ≥ i``) is counted as a second array, as that pair is among inputs.  Otherwise (no such
+    term: the written elements need no older version, so the read may be of values computed
+    from few inputs) the read stays free, as Definition 5.6 has it.
+    """
+    from meshplan.models.soap.terms import _triangular
+
+    where = "{" + ", ".join(H) + "}"
+    own = [n for n, t in enumerate(terms) if t.array == arr and t.kind == "inout"]
+    if len(own) != 1 or any(terms[own[0]].t) or terms[own[0]].t_version != 1:
+        for c in cs:
+            notes.append(f"{c.stmt}: read {access_text(c.access)} is computed inside {where}: "
+                         "not loaded (Definition 5.6)")
+        return terms
+    term = terms[own[0]]
+    twins = [comps[i] for i in matched if comps[i].array == arr]
+    parts, extra = [term.dims], []
+    for c in cs:
+        dims = box([c], classes_of(c))[0]
+        if any(_triangular(c, m, prog) for m in twins):
+            extra.append(Term(arr, "input", dims, (0,) * len(dims), label=access_text(c.access)))
+            notes.append(f"{c.stmt}: read {access_text(c.access)} of {arr}, computed inside {where}, and its "
+                         "translated read overlap only on the diagonal of a triangular domain: a second array "
+                         "(section 4.6.2)")
+        elif dims not in parts:
+            parts.append(dims)
+            notes.append(f"{c.stmt}: read {access_text(c.access)} touches elements of {arr} the tile's writers "
+                         f"need not compute: |{arr} written ∪ read| ≥ its largest part (section 5.5.3)")
+    out = list(terms)
+    if len(parts) > 1:
+        out[own[0]] = Term(arr, "union", (), (), parts=tuple(parts),
+                           label=f"{term.label} ∪ " + " ∪ ".join(access_text(c.access) for c in cs))
+    return out + extra

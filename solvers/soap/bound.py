@@ -20,6 +20,7 @@ import sympy as sp
 
 from meshplan.models.core.errors import ModelError
 from meshplan.models.soap.access import Finding, check_conditions
+from meshplan.models.soap.expand import expand_temporaries
 from meshplan.models.soap.scalars import split_scalars
 from meshplan.models.loops.program import Program, Statement, sym
 from meshplan.models.soap.sdg import SubProblem, build_sdg, subgraph_problem
@@ -222,6 +223,9 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
     reports that bound; ``screen=False`` derives every subgraph."""
     t0 = time.perf_counter()
     program, split_notes = split_scalars(program)
+    stored = program   # expansion renames values, not outputs: the trivial floor counts the stored ones
+    program, expand_notes = expand_temporaries(program)
+    split_notes += expand_notes
     findings = tuple(check_conditions(program))
     sdg = build_sdg(program)
     notes: list[str] = list(split_notes)
@@ -254,7 +258,7 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
         arrays.append(ArrayBound(A, verts, rho, best, writers))
     soap = sp.Add(*[a.vertices / a.rho for a in arrays if a.rho != sp.oo])
     lead = leading_term(arrays, program.params)
-    triv, counted = trivial_bound(program)
+    triv, counted = trivial_bound(stored)
     bound, lead = soap, lead
     if triv != 0:
         bound = _larger(soap, triv, program.params)
@@ -477,7 +481,7 @@ def _max_rho(cands: list[Intensity]):
     if i is not None:
         return finite[i].rho, finite[i].problem.arrays
     top = max(range(len(finite)), key=lambda i: vals[i][-1])
-    return sp.Max(*[c.rho for c in finite]), finite[top].problem.arrays
+    return sp.Max(*dict.fromkeys(c.rho for c in finite), evaluate=False), finite[top].problem.arrays
 
 
 def leading_term(arrays: list[ArrayBound], params) -> sp.Expr:

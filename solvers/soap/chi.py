@@ -311,13 +311,13 @@ def _combine(problem: SubProblem, results: list[Intensity]) -> Intensity:
         if not any(_close(nums[i], nums[j]) and simplified(kept(i) - kept(j)) == 0 for j in uniq):
             uniq.append(i)
     dom = dominating([nums[i] for i in uniq])
-    rho = kept(uniq[dom]) if dom is not None else sp.Max(*[kept(i) for i in uniq])
+    rho = kept(uniq[dom]) if dom is not None else sp.Max(*[kept(i) for i in uniq], evaluate=False)
     chis: list = []
     xs = (1e3, 1e6, 1e9)
     for r in results:
         if not any(_close(_samples(r.chi, X, xs), _samples(c, X, xs)) and simplified(r.chi - c) == 0 for c in chis):
             chis.append(r.chi)
-    chi = chis[0] if len(chis) == 1 else sp.Max(*chis)
+    chi = chis[0] if len(chis) == 1 else sp.Max(*chis, evaluate=False)   # the cases differ numerically
     notes = tuple(top.notes) + (f"χ(X) is the max over {len(results)} cases of the bounded overlap "
                                 f"(section 5.5.3); the leading case: {top.problem.case}",)
     return Intensity(problem, top.method, chi, X0, rho, top.tiles, top.tiles_of_X, top.exponent,

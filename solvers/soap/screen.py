@@ -114,8 +114,8 @@ class Screen:
             rhos = [sp.expand(c.subs(X, X0) / (X0 - S)) for c in chis]
         uniq = list(dict.fromkeys(rhos))
         dom = dominating([[float(r.subs(S, s)) for s in SAMPLE_S] for r in uniq])
-        rho = uniq[dom] if dom is not None else sp.Max(*uniq)
-        chi = chis[0] if len(set(chis)) == 1 else sp.Max(*dict.fromkeys(chis))
+        rho = uniq[dom] if dom is not None else sp.Max(*uniq, evaluate=False)   # differ numerically
+        chi = chis[0] if len(set(chis)) == 1 else sp.Max(*dict.fromkeys(chis), evaluate=False)
         return Intensity(problem, "screened", chi, X0, rho, exponent=self.exponent, notes=(
             "not derived: its AM-GM bound from the exponent LPs' first duals is at most the largest derived "
             "ρ of a subgraph holding each of its arrays, at every sampled S, so it leads no array "
