@@ -120,7 +120,7 @@ def calibrate(shape: System, *, nbytes: int = 1 << 20, iters: int = 5, timeout_s
         new_levels.append(Level(lv.name, lv.size, (link,), measured))
     system = System(tuple(new_levels), name=f"calibrated-{shape.short()}",
                     description=f"measured by meshplan calibrate on {n} MPI ranks, messages of "
-                                f"{', '.join(map(str, sizes))} bytes")
+                                f"{', '.join(map(str, sizes))} bytes", flop_rate=raw.get("flop_rate"))
     points = []
     for m in raw["levels"]:
         for x in m["sweep"]:
@@ -323,7 +323,23 @@ def handle(ctx, job: dict) -> dict:
                                        "time_s": t})
         out.append({"level": j, "idle": idle, "loaded": loaded, "sweep": points})
     ctx.progress(total, total)
-    return {"levels": out}
+    return {"levels": out, "flop_rate": gemm_rate(ctx)}
+
+
+def gemm_rate(ctx, n: int = 512, iters: int = 3) -> float:
+    """The f64 matrix-multiply rate (flop/s) of the slowest rank while every rank multiplies ``n³`` at once
+    (the γ of the matmul and factorization time models)."""
+    from mpi4py import MPI
+
+    a = np.ones((n, n))
+    c = np.empty_like(a)
+    np.matmul(a, a, out=c)  # warm-up
+    ctx.world.Barrier()
+    t0 = MPI.Wtime()
+    for _ in range(iters):
+        np.matmul(a, a, out=c)
+    slowest = ctx.world.allreduce(MPI.Wtime() - t0, op=MPI.MAX)
+    return 2.0 * n ** 3 * iters / slowest
 
 
 def time_repeats_idle(ctx, iters: int) -> float:

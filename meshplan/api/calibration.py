@@ -35,6 +35,8 @@ class Calibration(Value):
     description: str | None = optional_field(required=True)
     levels: tuple
     calibration: Mapping
+    #: the measured f64 matrix-multiply rate of one rank while all compute (flop/s; the time models' γ)
+    flop_rate: float | None = optional_field()
     system: Any = library_field()
 
     def save(self, path: str | Path) -> Path:
@@ -84,4 +86,4 @@ def calibrate(np: int | None = None, *, system: Any = None, bytes: Any = None, r
         res = _calibrate(shape, nbytes=nbytes, iters=repeats, timeout_s=timeout, progress=progress)
     doc = res["system"].to_dict()
     return Calibration(doc.get("name"), doc.get("description"), freeze(doc["levels"]), freeze(res["calibration"]),
-                       system=res["system"])
+                       doc.get("flop_rate"), system=res["system"])

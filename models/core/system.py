@@ -125,6 +125,9 @@ class System:
     levels: tuple[Level, ...]
     name: str = ""
     description: str = field(default="", compare=False)
+    #: measured f64 matrix-multiply rate of one device while all compute (flop/s; ``meshplan calibrate``),
+    #: the γ of the time models of matmul and factorization; None when not measured
+    flop_rate: float | None = None
     #: level sizes, outermost first (derived from ``levels``; cached because routing asks often)
     sizes: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
@@ -133,6 +136,9 @@ class System:
         if not all(isinstance(lv, Level) for lv in self.levels):
             raise ModelError("a system's levels must be Level values")
         object.__setattr__(self, "sizes", tuple(lv.size for lv in self.levels))
+        if self.flop_rate is not None and not (isinstance(self.flop_rate, (int, float)) and not
+                                               isinstance(self.flop_rate, bool) and 0 < self.flop_rate < math.inf):
+            raise ModelError(f"flop_rate must be a positive number of flop/s, got {self.flop_rate!r}")
         if not self.levels:
             raise ModelError("a system needs at least one level, e.g. node=4,gpu=8")
         names = [lv.name for lv in self.levels]
@@ -205,6 +211,8 @@ class System:
         d["levels"] = [{"name": lv.name, "size": lv.size, "links": [ln.to_dict() for ln in lv.links]}
                        | ({"collectives": {c.collective: c.to_dict() for c in lv.collectives}} if lv.collectives else {})
                        for lv in self.levels]
+        if self.flop_rate is not None:
+            d["flop_rate"] = self.flop_rate
         return d
 
     def for_collective(self, collective: str) -> "System":
@@ -248,7 +256,9 @@ class System:
             measured = tuple(CollectiveLink(name, parse_bandwidth(v["bandwidth"]), float(v["latency"]))
                              for name, v in colls.items())
             out.append(Level(name=lv["name"], size=lv["size"], links=tuple(links), collectives=measured))
-        return cls(levels=tuple(out), name=str(data.get("name", "")), description=str(data.get("description", "")))
+        rate = data.get("flop_rate")
+        return cls(levels=tuple(out), name=str(data.get("name", "")), description=str(data.get("description", "")),
+                   flop_rate=None if rate is None else float(rate))
 
     @classmethod
     def parse(cls, text: str) -> "System":
