@@ -4,6 +4,7 @@ data, ``all_reduce(tensor, program)`` runs a synthesized hierarchical reduction 
 ``CollectiveCounter`` counts the bytes torch's collectives send.  Needs the ``[torch]`` extra."""
 
 from meshplan.torch.count import CollectiveCounter
+from meshplan.torch.reduce import all_reduce
 from meshplan.torch.redistribute import plan, redistribute
 
-__all__ = ["redistribute", "plan", "CollectiveCounter"]
+__all__ = ["redistribute", "plan", "all_reduce", "CollectiveCounter"]

@@ -59,7 +59,8 @@ def _dtensor_way(way: str):
         rd._gen_transform_infos.cache_clear()
 
 
-def _worker(rank: int, nprocs: int, port: int, problems: list, out: str, cost: str, ways: tuple) -> None:
+def _worker(rank: int, nprocs: int, port: int, problems: list, out: str, cost: str, ways: tuple,
+            reductions: list) -> None:
     import logging
 
     import torch
@@ -120,8 +121,11 @@ def _worker(rank: int, nprocs: int, port: int, problems: list, out: str, cost: s
             rec["equal"] = all(torch.equal(results[w], results["dtensor"]) for w in ways) and \
                 torch.equal(results["meshplan"], want)
             records.append(rec)
+        red = _reductions(reductions)
         gathered = [None] * nprocs
         dist.all_gather_object(gathered, records)
+        reds = [None] * nprocs
+        dist.all_gather_object(reds, red)
         if rank == 0:
             merged = []
             for k, rec in enumerate(records):
@@ -132,10 +136,40 @@ def _worker(rank: int, nprocs: int, port: int, problems: list, out: str, cost: s
                               "peak_bytes": max(r[k][way]["peak_bytes"] for r in gathered),
                               "collectives": rec[way]["collectives"], "first_call_s": max(r[k][way]["first_call_s"] for r in gathered)}
                 merged.append(m)
+            merged_red = [dict(r, equal=all(x[k]["equal"] for x in reds)) for k, r in enumerate(red)]
             with open(out, "w") as f:
-                json.dump(merged, f)
+                json.dump({"redistribution": merged, "reduction": merged_red}, f)
     finally:
         dist.destroy_process_group()
+
+
+def _reductions(jobs: list) -> list[dict]:
+    """Every program of every schedule ``(system, axes, reduce)`` in ``jobs``, by meshplan.torch.all_reduce on
+    integer data, against ``dist.all_reduce`` over the reduction group (one record per program)."""
+    import torch
+    import torch.distributed as dist
+
+    import meshplan
+    from meshplan.torch.groups import process_group
+    from meshplan.torch.reduce import all_reduce, reduction_group
+
+    me, out = dist.get_rank(), []
+    for system, axes, reduce in jobs:
+        study = meshplan.solve_placement(system, axes, reduce)
+        for i, pl in enumerate(study.study.placements):
+            groups = [process_group(tuple(g)) for g in pl.reduction_groups]   # made by every rank, in order
+            for j in range(len(pl.programs)):
+                prog = study.program(i, j)
+                mine = groups[[tuple(g) for g in pl.reduction_groups].index(reduction_group(prog))]
+                for n in (37,):   # padded to whole chunks (the same path as a length k divides)
+                    x = (torch.arange(n, dtype=torch.int64) - 11) * (me + 3) + 1000 * me
+                    ref = x.clone()
+                    dist.all_reduce(ref, group=mine)
+                    got = all_reduce(x.clone(), prog)
+                    ok = torch.equal(got, ref)
+                out.append({"schedule": f"{system} axes {axes} reduce {reduce}", "placement": i, "program": j,
+                            "steps": len(prog.steps), "equal": bool(ok)})
+    return out
 
 
 def mpt_device(device_mesh) -> int:
@@ -147,8 +181,12 @@ def mpt_device(device_mesh) -> int:
     return device_ranks(device_mesh).index(dist.get_rank())
 
 
-def compare(problems, nprocs: int, *, cost: str = "wire", ways: tuple = WAYS) -> list[dict]:
-    """Run ``problems`` (all on meshes of ``nprocs`` devices) in one launch of ``nprocs`` gloo processes."""
+def compare(problems, nprocs: int, *, cost: str = "wire", ways: tuple = WAYS, reductions: tuple = (),
+            with_reductions: bool = False):
+    """Run ``problems`` (all on meshes of ``nprocs`` devices) in one launch of ``nprocs`` gloo processes; and
+    every program of the schedules ``reductions`` (``(system, axes, reduce)`` of ``nprocs`` devices) by
+    meshplan.torch.all_reduce against ``dist.all_reduce``.  Returns the redistribution records, or with
+    ``with_reductions`` the pair (redistribution records, reduction records)."""
     import torch.multiprocessing as mp
 
     specs = [{"kind": p.kind, "mesh": [list(m) for m in p.mesh], "shape": list(p.shape),
@@ -157,6 +195,8 @@ def compare(problems, nprocs: int, *, cost: str = "wire", ways: tuple = WAYS) ->
         raise ValueError("every problem's mesh must have nprocs devices")
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.json")
-        mp.spawn(_worker, args=(nprocs, _free_port(), specs, out, cost, tuple(ways)), nprocs=nprocs)
+        mp.spawn(_worker, args=(nprocs, _free_port(), specs, out, cost, tuple(ways), list(reductions)),
+                 nprocs=nprocs)
         with open(out) as f:
-            return json.load(f)
+            res = json.load(f)
+    return (res["redistribution"], res["reduction"]) if with_reductions else res["redistribution"]

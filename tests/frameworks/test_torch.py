@@ -23,14 +23,24 @@ def test_the_family_covers_the_issue():
     assert any(len(d) > 1 for p in FAMILY for d in p.src + p.dst)            # several axes on one dim
 
 
+#: three schedules (one with two reduction axes): every program of each runs by meshplan.torch.all_reduce
+SCHEDULES = {4: (("node=2,gpu=2", "2,2", "0,1"), ("node=2,gpu=2", "4", "0")), 8: (("node=2,gpu=4", "2,4", "1"),)}
+PROGRAMS = {4: 366, 8: 125}
+
+
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.parametrize("nprocs", [4, 8])
-def test_redistribute_equals_dtensor_on_the_family(nprocs):
+def test_redistribute_and_all_reduce_equal_the_framework(nprocs):
+    """One launch per process count: the family's problems against DTensor, then every program of the
+    schedules against dist.all_reduce over the reduction group."""
     from meshplan.torch.compare import compare
 
     problems = [p for p in FAMILY if p.devices == nprocs]
-    records = compare(problems, nprocs, ways=("meshplan", "dtensor"))
+    records, reductions = compare(problems, nprocs, ways=("meshplan", "dtensor"), reductions=SCHEDULES[nprocs],
+                                  with_reductions=True)
+    assert len(reductions) == PROGRAMS[nprocs]
+    assert [r for r in reductions if not r["equal"]] == []
     assert len(records) == len(problems)
     for p, r in zip(problems, records):
         where = str(p)
