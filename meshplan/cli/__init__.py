@@ -37,7 +37,7 @@ VERBS: dict[str, Verb] = {
     "run": Verb("run", "run reduction programs on MPI ranks, verify and time them"),
     "calibrate": Verb("calibrate", "measure link latency and bandwidth with MPI and fit a system file"),
     "export": Verb("export", "export a schedule as an mpi4py program or a JAX / PyTorch device mesh"),
-    "show": Verb("show", "draw a reduction program (PNG) or print it"),
+    "show": Verb("show", "draw a placement and its reduction program as a PNG (--png)"),
     "redistribute": Verb("redistribute", "plan (and run) a memory-bounded array redistribution"),
     "bound": Verb("bound", "I/O lower bound and optimal tiles of a loop program (SOAP)"),
     "count": Verb("count", "loop iteration counts, work, depth and parallel efficiency (thesis ch. 2)"),

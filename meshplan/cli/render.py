@@ -20,6 +20,7 @@ included) and, when not on a terminal, writes no trailing spaces.
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -85,6 +86,33 @@ class _NoTrailingSpaces:
         return getattr(self._raw, name)
 
 
+def _as_table(obj):
+    """``(columns, rows, title)`` of a rich Table of text cells (print_table's arguments), else None: a column
+    whose cells are all one word (numbers, types, names) is kept whole, the others wrap at spaces."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if not isinstance(obj, Table) or not obj.columns or getattr(obj, "_laid_out", False):
+        return None
+    cells = []
+    for col in obj.columns:
+        col_cells = []
+        for c in col._cells:  # noqa: SLF001 - rich has no public accessor for a column's cells
+            if isinstance(c, Text):
+                c = c.markup
+            if not isinstance(c, str):
+                return None
+            col_cells.append(c)
+        cells.append(col_cells)
+    header = [c.header.plain if isinstance(c.header, Text) else str(c.header) for c in obj.columns]
+    columns = [Column(h, justify=c.justify if c.justify in ("left", "right") else "left",
+                      whole=all(" " not in ln.strip() for cell in cc for ln in cell.split("\n")))
+               for h, c, cc in zip(header, obj.columns, cells)]
+    rows = [tuple(cc[i] for cc in cells) for i in range(obj.row_count)]
+    title = obj.title.plain if isinstance(obj.title, Text) else obj.title
+    return columns, rows, title
+
+
 def make_console(width: int | None = None, file=None):
     """A rich console that prints user text literally (:func:`safe_markup`) and, off a terminal, at ``width``
     columns without trailing spaces."""
@@ -95,6 +123,12 @@ def make_console(width: int | None = None, file=None):
     class LiteralConsole(Console):
         def render_str(self, text, **kw):  # every string printed, table cells and titles included
             return super().render_str(safe_markup(text), **kw)
+
+        def print(self, *objects, **kw):  # a verb's rich Table prints as print_table's: one style, never cut
+            table = _as_table(objects[0]) if len(objects) == 1 else None
+            if table is None:
+                return super().print(*objects, **kw)
+            return print_table(self, *table, explain=False)
 
     raw = file if file is not None else sys.stdout
     if width is None:
@@ -162,8 +196,10 @@ def _widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int
     """Column content widths that fit ``width`` (borders included), or ``None`` when the minimums do not."""
     lines = [[_plain(r[j]) for r in rows] + [[c.header]] for j, c in enumerate(columns)]
     natural = [max(len(ln) for cell in col for ln in cell) for col in lines]
-    least = [nat if c.whole else max([len(w) for cell in col for ln in cell for w in ln.split()] + [1])
-             for c, col, nat in zip(columns, lines, natural)]
+    # a whole column needs its widest cell (the header may wrap at its spaces), a wrapping one its longest word
+    least = [max([len(ln) for cell in col[:-1] for ln in cell] + [len(w) for w in c.header.split()] + [1])
+             if c.whole else max([len(w) for cell in col for ln in cell for w in ln.split()] + [1])
+             for c, col in zip(columns, lines)]
     room = width - _GAP * (len(columns) - 1)
     if sum(least) > room:
         return None
@@ -181,7 +217,7 @@ def _widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int
     return widths
 
 
-def print_table(con, columns: Sequence[Column], rows: Sequence[Sequence[str]], *, title: str | None = None,
+def print_table(con, columns: Sequence[Column], rows: Sequence[Sequence[str]], title: str | None = None, *,
                 explain: bool = True) -> None:
     """Print ``rows`` (cells: rich markup, ``\\n`` for line breaks) under ``columns`` on ``con``: a table
     whose columns wrap to the console's width, or, when it cannot fit, one block per row (titled by the
@@ -192,8 +228,10 @@ def print_table(con, columns: Sequence[Column], rows: Sequence[Sequence[str]], *
     widths = _widths(columns, rows, con.width)
     if widths is not None:  # a rule under the header, _GAP spaces between columns, no outer edge
         t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+        t._laid_out = True  # widths chosen here: the console prints it as it is
         for c, w in zip(columns, widths):
-            t.add_column(c.header, justify=c.justify, width=w, no_wrap=c.whole, overflow="fold")
+            header = "\n".join(textwrap.wrap(c.header, w)) if len(c.header) > w else c.header
+            t.add_column(header, justify=c.justify, width=w, no_wrap=c.whole, overflow="fold")
         for r in rows:
             t.add_row(*r)
         con.print(t)
@@ -203,6 +241,7 @@ def print_table(con, columns: Sequence[Column], rows: Sequence[Sequence[str]], *
         for r in rows:
             con.print(f"[bold]{columns[0].header} {r[0]}[/bold]")
             g = Table.grid(padding=(0, 2))
+            g._laid_out = True
             g.add_column(no_wrap=True)
             g.add_column(overflow="fold")
             for c, cell in zip(columns[1:], r[1:]):

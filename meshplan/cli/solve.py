@@ -131,6 +131,37 @@ def _print_plan(plan, programs: int | None) -> None:
         sys.stdout.write(chunk)
 
 
+def _spread(row, levels) -> str:
+    """Where an axis's groups lie, in words: ``4 gpus within one node``, ``2 nodes x 2 gpus``."""
+    parts = [f"{f} {lv}s" for f, lv in zip(row, levels) if f > 1]
+    if not parts:
+        return "one device"
+    outer = next(j for j, f in enumerate(row) if f > 1)
+    return " x ".join(parts) + (f" within one {levels[outer - 1]}" if outer > 0 else "")
+
+
+def recommendation(study, names) -> str:
+    """The answer in one plain sentence: which placement, where the reduced axes' groups lie, which collectives
+    reduce them, how long it takes and the bytes it assumes."""
+    from meshplan.models.core.units import format_bytes, format_seconds
+
+    b = study.best
+    if b.best.time.time_s <= 0:
+        return ("[bold]Recommendation[/bold]: any placement — nothing to reduce: every reduction group is one "
+                "device")
+    levels = [lv.name for lv in study.system.levels]
+    rows = b.matrix.tolist()
+    where = "; ".join(f"axis {names[r]} ({study.axes[r]}-way) across {_spread(rows[r], levels)}" for r in study.reduce)
+    steps = [ins.split()[0] for ins in str(b.best.program).replace("\n", ";").split(";") if ins.split()]
+    how = ("one " + steps[0]) if len(steps) == 1 else ", ".join(steps[:-1]) + " then " + steps[-1]
+    worst = max(p.allreduce.time_s for p in study.placements)
+    tail = (f"; {worst / b.best.time.time_s:.1f}x faster than the slowest placement's AllReduce"
+            if b.best.time.time_s > 0 and worst > b.best.time.time_s else "")
+    return (f"[bold]Recommendation[/bold]: placement 0 — reduce {where} — with {how}: "
+            f"{format_seconds(b.best.time.time_s)} per reduction{tail}; assumes "
+            f"{format_bytes(study.bytes_per_device)} per device (--bytes)")
+
+
 def _table(study, top: int | None, names) -> None:
     from meshplan.cli.render import Column, matrix_lines, print_table, program_lines
     from meshplan.models.core.collectives import Collective
@@ -139,9 +170,10 @@ def _table(study, top: int | None, names) -> None:
     con = console()
     s = study.system
     axes = ", ".join(f"{n}={a}" for n, a in zip(names, study.axes))
-    con.print(f"[bold]{s}[/bold] ({s.short()}, {s.num_devices} devices), axes {axes}, "
+    short = "" if s.short() == str(s) else f"{s.short()}, "
+    con.print(f"[bold]{s}[/bold] ({short}{s.num_devices} devices), axes {axes}, "
               f"reduce {','.join(names[r] for r in study.reduce)}, {format_bytes(study.bytes_per_device)} per "
-              f"device, {study.algo} algorithm, DSL {study.dialect}, max size {study.max_size}")
+              f"device, {study.algo} algorithm, programs of the {study.dialect} dialect up to {study.max_size} steps")
     levels = ",".join(lv.name for lv in s.levels)
     columns = (
         Column("#", explain="placement index, fastest first (--placement of check, run, export, show)"),
@@ -161,11 +193,8 @@ def _table(study, top: int | None, names) -> None:
     print_table(con, columns, rows)
     if top and len(study.placements) > top:
         con.print(f"({len(study.placements) - top} more placements; --json lists all)")
-    b = study.best
-    worst = max(p.allreduce.time_s for p in study.placements)
-    con.print(f"[bold]best placement[/bold] {b.matrix}: {b.best.program}")
-    con.print(f"  {format_seconds(b.best.time.time_s)} vs AllReduce {format_seconds(b.allreduce.time_s)} "
-              f"({b.speedup:.2f}x); slowest placement's AllReduce {format_seconds(worst)} "
-              + (f"({worst / b.best.time.time_s:.1f}x the best)" if b.best.time.time_s > 0 else
-                 "(nothing to reduce: every reduction group is one device)"))
+    con.print(recommendation(study, names))
+    con.print("[dim]placement: how the parallelism axes are spread over the levels (the matrix); AllReduce, "
+              "ReduceScatter, AllGather: MPI collectives; times are simulated for the --algo algorithm and the "
+              "system's links, not measured (meshplan run measures them)[/dim]")
     con.print(f"synthesis took {study.synthesis_seconds:.3f} s for {len(study.placements)} placements")

@@ -83,20 +83,22 @@ def run_halo(args) -> int:
     if args.json:
         print_json(rep)
         return 0
-    from rich.table import Table
+    from meshplan.cli.render import Column, print_table
 
     lead = 2 if len(rep["shape"]) >= 3 else 0
-    t = Table(title=f"kernel {rep['kernel'][lead:]} stride {rep['stride'][lead:]} padding {rep['padding'][lead:]} "
-                    f"dilation {rep['dilation'][lead:]}: {rep['shape']} → {rep['output_shape']}")
-    for col in ("rank", "owned", "output", "needed", "halo (left,right)", "from ranks", "bytes sent", "bytes recv"):
-        t.add_column(col, justify="right" if col.startswith(("rank", "bytes")) else "left")
-    for r in rep["ranks"]:
-        t.add_row(str(r["rank"]), _rng(r["owned"][lead:]), _rng(r["output"][lead:]),
-                  _rng(r["needed"][lead:]) if any(hi > lo for lo, hi in r["needed"]) else "—",
-                  " ".join(f"({a},{b})" for a, b in r["halo"][lead:]), ",".join(map(str, r["sources"])) or "—",
-                  str(r["bytes_sent"]), str(r["bytes_received"]))
+    title = (f"kernel {rep['kernel'][lead:]} stride {rep['stride'][lead:]} padding {rep['padding'][lead:]} "
+             f"dilation {rep['dilation'][lead:]}: {rep['shape']} → {rep['output_shape']}")
+    cols = [Column("rank"), Column("owned", "left"), Column("output", "left"), Column("needed", "left"),
+            Column("halo", "left", explain="(left,right) halo width per spatial dimension: inputs needed beyond "
+                                           "the owned block (negative: owned inputs not needed)"),
+            Column("from ranks", "left", whole=False), Column("bytes sent"), Column("bytes recv")]
+    rows = [(str(r["rank"]), _rng(r["owned"][lead:]), _rng(r["output"][lead:]),
+             _rng(r["needed"][lead:]) if any(hi > lo for lo, hi in r["needed"]) else "—",
+             " ".join(f"({a},{b})" for a, b in r["halo"][lead:]), ",".join(map(str, r["sources"])) or "—",
+             str(r["bytes_sent"]), str(r["bytes_received"])) for r in rep["ranks"]]
     con = console()
-    con.print(t)
+    con.print(title)
+    print_table(con, cols, rows)
     con.print(f"total bytes handed to MPI: {rep['total_bytes']}")
     return 0
 
@@ -110,16 +112,15 @@ def run_check(args) -> int:
     if args.json:
         print_json(doc)
     else:
-        from rich.table import Table
+        from meshplan.cli.render import Column, print_table
 
-        t = Table(title=f"meshplan tensor check on {args.np} ranks")
-        for col in ("case", "result", "max error", "bytes = model"):
-            t.add_column(col)
+        rows = []
         for c in cases:
             err = c.get("rel_error", max(c.get("errors", {0: 0.0}).values()))
-            t.add_row(c["name"], "pass" if c["ok"] else "FAIL", f"{err:.1e}",
-                      ("yes" if c["bytes_exact"] else "NO") if "bytes_exact" in c else "")
+            rows.append((c["name"], "pass" if c["ok"] else "FAIL", f"{err:.1e}",
+                         ("yes" if c["bytes_exact"] else "NO") if "bytes_exact" in c else ""))
         con = console()
-        con.print(t)
+        print_table(con, [Column("case", "left"), Column("result", "left"), Column("max error"),
+                          Column("bytes = model", "left")], rows, title=f"meshplan tensor check on {args.np} ranks")
         con.print(f"{len(cases) - len(failed)} of {len(cases)} cases passed")
     return 1 if failed else 0

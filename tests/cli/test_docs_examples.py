@@ -126,3 +126,54 @@ def test_brackets_in_user_text_are_printed(tmp_path):
     con = make_console(width=80, file=buf)
     con.print("[bold]file[/bold] probe/[red]m.py: for k in range(rowstr[j], rowstr[j+1])   ")
     assert buf.getvalue() == "file probe/[red]m.py: for k in range(rowstr[j], rowstr[j+1])\n"
+
+
+def _python_blocks() -> list[tuple[str, int, str]]:
+    """``(page, ranks or 0, code)`` of the whole programs among the ```python blocks of docs/ (api.md's and the
+    blocks using ``MPI.COMM_WORLD`` run in tests/test_api.py and tests/exec/test_examples_mpi.py; excerpts with
+    ``…`` or ``...`` are not programs)."""
+    out = []
+    for page in PAGES:
+        if page.name == "api.md":
+            continue
+        for m in re.finditer(r"```python\n(.*?)```", page.read_text(), re.S):
+            code = m.group(1)
+            ranks = re.match(r"# run with: mpiexec -n (\d+)", code)
+            if ranks is None and ("MPI.COMM_WORLD" in code or not code.startswith(("import ", "from ", "def "))):
+                continue
+            if "…" in code or re.search(r"^\s*\.\.\.", code, re.M):
+                continue
+            out.append((page.name, int(ranks.group(1)) if ranks else 0, code))
+    return out
+
+
+PYTHON_BLOCKS = _python_blocks()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("page,ranks,code", PYTHON_BLOCKS,
+                         ids=[f"{p}:{i}" for i, (p, _, _) in enumerate(PYTHON_BLOCKS)])
+def test_docs_python_runs_as_printed(page, ranks, code, tmp_path):
+    """Each whole program of the docs runs as printed: ``mpiexec -n K python it.py`` when it says so, else
+    ``python it.py`` from the repository root (its ``examples/`` paths)."""
+    from meshplan.exec.runtime.launch import run_mpi
+
+    script = tmp_path / "block.py"
+    script.write_text(code)
+    if ranks:
+        run_mpi(ranks, [str(script)], timeout_s=300, cwd=str(ROOT))
+    else:
+        proc = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-1500:]
+
+
+def test_docs_python_blocks_are_found():
+    assert {(p, r) for p, r, _ in PYTHON_BLOCKS} >= {("tensor.md", 4), ("run.md", 0), ("runtime.md", 0)}
+
+
+def test_docs_samples_are_what_the_tool_prints():
+    """docs/regen.py --check: every sample output of a command that needs no MPI is what the tool prints now
+    (up to run-to-run figures); regenerate them with ``python docs/regen.py``."""
+    proc = subprocess.run([sys.executable, str(ROOT / "docs" / "regen.py"), "--check"], capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-1000:]

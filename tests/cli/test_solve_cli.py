@@ -16,8 +16,12 @@ from meshplan.schedule import SCHEMA, load_schedule
 def test_table_output(cli):
     code, out, err = cli("solve", "placement", "--system", "v100-2x8", "--axes", "2,8", "--reduce", "1")
     assert code == 0 and err == ""
-    for word in ("matrix", "AllReduce", "best program", "speed-up", "best placement", "[[2,1],[1,8]]"):
+    for word in ("matrix", "AllReduce", "best program", "speed-up", "Recommendation: placement 0", "(--bytes)",
+                 "1 GiB per device"):
         assert word in out
+    # the answer in words, once: where the reduced axis's groups lie and with which collectives
+    assert "reduce axis a1 (8-way) across 8 gpus within one node" in " ".join(out.split())
+    assert "[[2,1],[1,8]]" not in out  # the matrix is shown once, in the table
 
 
 def test_json_has_every_placement_and_program(cli, tmp_path):
