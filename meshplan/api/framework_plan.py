@@ -48,7 +48,7 @@ class FrameworkPlan(Value):
 
     def __str__(self) -> str:
         steps = " -> ".join(f"{s.op}{tuple(s.axes)}" for s in self.program) or "(nothing to move)"
-        return (f"{self.src} -> {self.dst} on {{{self.mesh}}}: {steps}; sends {self.sent_bytes} B, "
+        return (f"{self.src} -> {self.dst} on mesh {self.mesh}: {steps}; sends {self.sent_bytes} B, "
                 f"peak {self.peak_bytes} B per device")
 
 
