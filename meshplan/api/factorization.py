@@ -66,6 +66,8 @@ class FactorPlan(Value):
     candidates: int
     explanation: tuple[str, ...]
     two_d_model_words_per_rank: float | None
+    objective: str = "words"
+    model_time: Any = None
     run: FactorRun | None = None
     baselines: Mapping[str, Mapping] = field(default_factory=lambda: freeze({}))
     schedule: Any = library_field()
@@ -88,33 +90,37 @@ class FactorPlan(Value):
         return FactorExecutor(self.schedule, comm)
 
 
-def _plan(problem: FactorProblem) -> FactorPlan:
+def _plan(problem: FactorProblem, objective: str = "words", system: Any = None) -> FactorPlan:
+    from meshplan.api.matmul import rates_for
     from meshplan.solvers.factorization.plan import schedule_factorization, two_d_words
 
-    s = schedule_factorization(problem)
+    rates = rates_for(objective, system)
+    s = schedule_factorization(problem, objective, rates)
     g = s.grid
     return FactorPlan(kind=problem.kind, N=problem.N, p=problem.p, memory=problem.memory, grid=(g.Px, g.Py, g.Pz),
                       block=g.v, model_words_per_rank=s.cost.per_rank,
                       model_phases=freeze({k: float(v) for k, v in s.cost.phases.items()}),
                       memory_words_per_rank=s.memory_words, lower_bound_words=s.lower_bound_words,
                       candidates=s.candidates, explanation=s.explanation,
-                      two_d_model_words_per_rank=two_d_words(problem), schedule=s)
+                      two_d_model_words_per_rank=two_d_words(problem), objective=s.objective,
+                      model_time=s.model_time, schedule=s)
 
 
 def plan_factorization(kind: str | FactorProblem, N: int | None = None, p: int | None = None, *,
                        memory: int | None = None, block: int | None = None, grid: Any = None,
-                       dtype: Any = "f64") -> FactorPlan:
+                       dtype: Any = "f64", objective: str = "words", system: Any = None) -> FactorPlan:
     """The 2.5-D grid and block size of COnfLUX (``kind="lu"``) or COnfCHOX (``"cholesky"``) for an ``N × N``
     matrix on ``p`` ranks with ``memory`` words per rank (``None``: unbounded), by exhaustive search
     minimizing the exact modeled words (thesis 4.7–4.8), re-checked by a solver-free replay.  ``block`` /
     ``grid`` (``(Px, Py, Pz)`` or ``"2,2,1"``) pin the block size / the grid; ``dtype`` (``f64``, ``f32``)
-    is what :meth:`FactorPlan.bind`'s executor computes in.  ``plan_factorization(problem)`` takes a
-    :class:`FactorProblem` instead."""
+    is what :meth:`FactorPlan.bind`'s executor computes in.  ``objective="time"`` minimizes the modelled
+    time instead (latency, bandwidth and flop rate of ``system``, a system file written by calibrate; words
+    break ties).  ``plan_factorization(problem)`` takes a :class:`FactorProblem` instead."""
     if isinstance(kind, FactorProblem):
         if (N, p, memory, block, grid, dtype) != (None, None, None, None, None, "f64"):
             raise ModelError("give either a FactorProblem or kind, N, p and the keywords, not both", param="kind")
-        return _plan(kind)
-    return _plan(FactorProblem(kind, N, p, memory, dtype, block=block, grid=grid))
+        return _plan(kind, objective, system)
+    return _plan(FactorProblem(kind, N, p, memory, dtype, block=block, grid=grid), objective, system)
 
 
 def check_run_options(baselines: Iterable[str] = (), repeats: int = 1, seed: int = 0) -> tuple[str, ...]:
@@ -135,14 +141,15 @@ def check_run_options(baselines: Iterable[str] = (), repeats: int = 1, seed: int
 def run_factorization(kind: str, N: int, p: int, *, memory: int | None = None, block: int | None = None,
                       grid: Any = None, baselines: Iterable[str] = (), repeats: int = 1, seed: int = 0,
                       input: str | None = None, matrix: dict | None = None, pmpi: bool = True,
-                      timeout: float = 600.0, plan: FactorPlan | None = None) -> FactorPlan:
+                      timeout: float = 600.0, plan: FactorPlan | None = None, objective: str = "words",
+                      system: Any = None) -> FactorPlan:
     """:func:`plan_factorization` (or ``plan``), then factor on ``p`` MPI ranks through the same executor
     :meth:`FactorPlan.bind` gives, verify the factors (scaled residual ≤ 10), measure the words per rank
     (Python and PMPI counters) and the fastest of ``repeats`` (≥ 1) timed runs, and run the ``baselines``
     (``"2d"``, ``"scalapack"``).  The matrix is seeded random (LU; ``seed``) or SPD (Cholesky), the ``.npy``
     file ``input``, or a ``matrix`` spec.  A singular (LU) or non-SPD (Cholesky) matrix raises
     :class:`~meshplan.models.factorization.breakdown.FactorizationBreakdown` (a ``VerificationError``)
-    naming the step and block."""
+    naming the step and block.  ``objective`` and ``system`` choose the plan as in :func:`plan_factorization`."""
     from dataclasses import replace
 
     from meshplan.exec.factorization.driver import execute, matrix_spec
@@ -150,7 +157,8 @@ def run_factorization(kind: str, N: int, p: int, *, memory: int | None = None, b
     from meshplan.models.core.limits import check_memory
 
     names = check_run_options(baselines, repeats, seed)
-    plan = plan or plan_factorization(kind, N, p, memory=memory, block=block, grid=grid)
+    plan = plan or plan_factorization(kind, N, p, memory=memory, block=block, grid=grid, objective=objective,
+                                      system=system)
     pr = plan.problem
     check_memory(2 * pr.N * pr.N * 8, f"factoring N = {pr.N:,} (the matrix and its factors)", "give a smaller N")
     spec = matrix_spec(pr.kind, pr.N, seed, input, matrix)

@@ -26,6 +26,7 @@ from meshplan.models.core.values import Value, freeze, library_field, optional_f
 from meshplan.models.matmul.costs import domain_words, sequential_bound, table33, thesis_rounds
 from meshplan.models.matmul.layouts import check_layout, scalapack_block
 from meshplan.models.matmul.problem import Grid, MatmulProblem
+from meshplan.models.matmul.time import Rates, TimeModel, check_objective
 from meshplan.solvers.matmul.plan import MatmulSchedule, schedule_matmul
 
 __all__ = ["check_run_options", "MatmulPlan", "MatmulRun", "SummaModel", "SummaBaseline", "ScalapackBaseline", "WordsPerRank", "Seconds",
@@ -137,6 +138,9 @@ class MatmulPlan(Value):
     sequential_bound_words: float | None
     baselines: Mapping[str, SummaModel | SummaBaseline | ScalapackBaseline]
     table33: Mapping[str, float]
+    objective: str = "words"
+    model_time: TimeModel | None = None
+    explanation: tuple[str, ...] | None = None
     run: MatmulRun | None = None
     schedule: MatmulSchedule = library_field()
 
@@ -180,20 +184,38 @@ def _plan_of(sched: MatmulSchedule) -> MatmulPlan:
         domain_words=domain_words(pr.m, pr.n, pr.k, *g.as_list()), lower_bound_words=sched.lower_bound,
         sequential_bound_words=sequential_bound(pr.m, pr.n, pr.k, pr.memory) if pr.memory is not None else None,
         baselines=freeze({"summa": SummaModel(tuple(sched.summa_grid), WordsPerRank.of(sched.summa_words_per_rank))}),
-        table33=freeze(table33(pr.m, pr.n, pr.k, pr.p, pr.memory)), schedule=sched)
+        table33=freeze(table33(pr.m, pr.n, pr.k, pr.p, pr.memory)), objective=sched.objective,
+        model_time=sched.model_time, explanation=sched.explanation or None, schedule=sched)
 
 
 @functools.lru_cache(maxsize=64)
-def _schedule(problem: MatmulProblem, idle_tolerance: float, method: str, time_limit_s: float) -> MatmulSchedule:
-    return schedule_matmul(problem, idle_tolerance, method, time_limit_s)
+def _schedule(problem: MatmulProblem, idle_tolerance: float, method: str, time_limit_s: float,
+              objective: str = "words", rates: Rates | None = None) -> MatmulSchedule:
+    return schedule_matmul(problem, idle_tolerance, method, time_limit_s, objective, rates)
+
+
+def rates_for(objective: Any, system: Any) -> Rates | None:
+    """The machine rates the ``time`` objective needs (from ``system``, a calibrated system file or value);
+    None for ``words``."""
+    if check_objective(objective) == "words":
+        return None
+    if system is None:
+        raise ModelError("objective='time' needs a system measured by calibrate (latency, bandwidth, flop_rate)",
+                         param="system")
+    from meshplan.api.inputs import as_system
+
+    return Rates.of(as_system(system))
 
 
 def plan_matmul(m: int | MatmulProblem, n: int | None = None, k: int | None = None, p: int | None = None, *,
                 memory: int | None = None, idle_tolerance: float = 0.03, dtype: str = "f64",
-                method: str = "auto", time_limit_s: float = 10.0) -> MatmulPlan:
+                method: str = "auto", time_limit_s: float = 10.0, objective: str = "words",
+                system: Any = None) -> MatmulPlan:
     """Plan C = A·B (A m×k, B k×n) on ``p`` ranks of ``memory`` words each (None = unlimited), in ``dtype``;
     or plan a :class:`MatmulProblem` given as the only positional argument.  ``method``: ``auto`` (CP-SAT,
-    the enumeration when CP-SAT times out), ``cpsat`` or ``exhaustive``.  Pure, and cached.
+    the enumeration when CP-SAT times out), ``cpsat`` or ``exhaustive``.  ``objective``: ``words`` (the
+    fewest words per rank; the default) or ``time`` (the least modelled time with the latency, bandwidth and
+    flop rate of ``system``, a system file written by calibrate; words break ties).  Pure, and cached.
 
     >>> plan = plan_matmul(64, 64, 64, 8)
     >>> plan.grid.as_list(), plan.strategy
@@ -205,11 +227,12 @@ def plan_matmul(m: int | MatmulProblem, n: int | None = None, k: int | None = No
         problem = m
     else:
         problem = MatmulProblem(m, n, k, p, memory, dtype)
+    rates = rates_for(objective, system)
     try:
         hash((idle_tolerance, method, time_limit_s))
     except TypeError:  # not a cache key: let the planner say what is wrong with it
-        return _plan_of(schedule_matmul(problem, idle_tolerance, method, time_limit_s))
-    return _plan_of(_schedule(problem, idle_tolerance, method, time_limit_s))
+        return _plan_of(schedule_matmul(problem, idle_tolerance, method, time_limit_s, objective, rates))
+    return _plan_of(_schedule(problem, idle_tolerance, method, time_limit_s, objective, rates))
 
 
 def check_run_options(baselines: Any = ("summa",), repeats: int = 3) -> tuple[str, ...]:
@@ -234,13 +257,15 @@ def _measured(got: dict) -> dict[str, Any]:
 def run_matmul(plan_or_m: int | MatmulPlan, n: int | None = None, k: int | None = None, p: int | None = None, *,
                memory: int | None = None, idle_tolerance: float = 0.03, dtype: str = "f64",
                baselines: Sequence[str] = ("summa",), repeats: int = 3, pmpi: bool = True,
-               layout: str = "blocked", timeout: float = 600.0) -> MatmulPlan:
+               layout: str = "blocked", timeout: float = 600.0, objective: str = "words",
+               system: Any = None) -> MatmulPlan:
     """Plan (unless given a plan) and run C = A·B on ``p`` MPI ranks with the ``baselines`` (``summa``,
     ``scalapack``) in one launch each: the plan with ``run`` and the baselines' runs filled, i.e.
     ``meshplan matmul --run --json``.  ``plan_or_m`` is a :class:`MatmulPlan`, a :class:`MatmulProblem` or
     the size m (then n, k, p, memory, idle_tolerance and dtype as for :func:`plan_matmul`).  ``layout="scalapack"`` starts from and ends in pdgemm's block-cyclic
     layout (block and grid of the ScaLAPACK baseline); the conversions are part of the measured and
-    modelled words.  ``pmpi`` loads the PMPI counter; ``repeats`` timed runs; ``timeout`` seconds per launch."""
+    modelled words.  ``pmpi`` loads the PMPI counter; ``repeats`` timed runs; ``timeout`` seconds per launch;
+    ``objective`` and ``system`` choose the plan as in :func:`plan_matmul`."""
     from meshplan.api.inputs import as_seconds
     from meshplan.exec.matmul.driver import run_cases, run_scalapack
     from meshplan.exec.runtime.launch import check_np
@@ -263,7 +288,7 @@ def run_matmul(plan_or_m: int | MatmulPlan, n: int | None = None, k: int | None 
 
         scalapack.library()  # ScalapackUnavailable (what to install) before anything runs
     if plan is None:
-        plan = plan_matmul(pr, idle_tolerance=idle_tolerance)
+        plan = plan_matmul(pr, idle_tolerance=idle_tolerance, objective=objective, system=system)
     sg = plan.summa_grid
     block = scalapack_block(pr.m, pr.n, pr.k, *sg)
     sizes = {"m": pr.m, "n": pr.n, "k": pr.k, "dtype": pr.dtype}

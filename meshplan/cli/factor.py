@@ -43,6 +43,11 @@ def register(subparsers) -> None:
                    help="memory per rank in words (elements); default unlimited")
     p.add_argument("--block", type=int, default=None, metavar="V", help="block size v (default: searched)")
     p.add_argument("--grid", default=None, metavar="PX,PY,PZ", help="processor grid (default: searched)")
+    p.add_argument("--objective", default="words", choices=("words", "time"),
+                   help="what the plan minimizes: words per rank (default; the papers' criterion) or the time "
+                        "modelled with the latency, bandwidth and flop rate of --system")
+    p.add_argument("--system", default=None, metavar="FILE",
+                   help="with --objective time: the system file `meshplan calibrate` wrote for this machine")
     p.add_argument("--run", action="store_true", help="run the plan on MPI, verify and measure it")
     from meshplan.cli.testbed import add_testbed_flag; add_testbed_flag(p)  # noqa: E702 - one line per verb
     add_baseline_flag(p, names=("2d", "scalapack"), default="2d", help="baselines to run with --run")
@@ -59,7 +64,7 @@ def run(args) -> int:
     from meshplan.api.factorization import check_run_options, plan_factorization, run_factorization
 
     baselines = parse_baselines(args.baseline)
-    sizes = dict(memory=args.memory, block=args.block, grid=args.grid)
+    sizes = dict(memory=args.memory, block=args.block, grid=args.grid, objective=args.objective, system=args.system)
     if args.run:
         from meshplan.cli.testbed import testbed_jobs
 

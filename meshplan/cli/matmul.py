@@ -44,6 +44,11 @@ def register(subparsers) -> None:
                    help="largest fraction of ranks that may stay idle for a better grid (default 0.03)")
     p.add_argument("--dtype", default="f64", metavar="T",
                    help=f"element type: {', '.join(FLOAT)} (or numpy's spelling; default f64)")
+    p.add_argument("--objective", default="words", choices=("words", "time"),
+                   help="what the plan minimizes: words per rank (default; the papers' criterion) or the time "
+                        "modelled with the latency, bandwidth and flop rate of --system")
+    p.add_argument("--system", default=None, metavar="FILE",
+                   help="with --objective time: the system file `meshplan calibrate` wrote for this machine")
     p.add_argument("--run", action="store_true", help="run the plan on MPI, verify and measure it")
     from meshplan.cli.testbed import add_testbed_flag; add_testbed_flag(p)  # noqa: E702 - one line per verb
     add_baseline_flag(p, names=("summa", "scalapack"), default="summa", help="baselines to run with --run")
@@ -62,7 +67,8 @@ def run(args) -> int:
     from meshplan.api.matmul import check_run_options, plan_matmul, run_matmul
 
     baselines = parse_baselines(args.baseline)
-    size = dict(memory=args.memory, idle_tolerance=args.idle_tolerance, dtype=args.dtype)
+    size = dict(memory=args.memory, idle_tolerance=args.idle_tolerance, dtype=args.dtype, objective=args.objective,
+                system=args.system)
     if args.run:
         from meshplan.cli.testbed import testbed_jobs
 
@@ -116,3 +122,5 @@ def _print(rep: dict) -> None:
         con.print(f"ScaLAPACK ran on OpenBLAS {blas['version']}, kernel {blas['architecture']}")
     con.print(f"Theorem 3.2 lower bound: {lb:,.1f} words per rank; Table 3.3 models: "
               + ", ".join(f"{k} {v:,.0f}" for k, v in rep["table33"].items()))
+    for line in rep.get("explanation") or ():  # objective time: what each candidate costs
+        con.print(f"  {line}")

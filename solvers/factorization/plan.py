@@ -22,6 +22,8 @@ from meshplan.models.core.values import Value, value
 from meshplan.models.factorization.cost import (Cost, factor_cost, lower_bound, lu2d_cost, confchox_cost,
                                                 memory_words)
 from meshplan.models.factorization.problem import FactorGrid, FactorModelError, FactorProblem
+from meshplan.models.factorization.time import factor_time
+from meshplan.models.matmul.time import Rates, TimeModel, check_objective
 
 __all__ = ["FactorSchedule", "NoGrid", "MIN_BLOCK", "MAX_A", "block_candidates", "grids", "schedule_factorization",
            "plan_2d", "two_d_words", "check_schedule", "search"]
@@ -50,6 +52,10 @@ class FactorSchedule(Value):
     lower_bound_words: float
     candidates: int
     explanation: tuple[str, ...]
+    #: what the search minimized: ``words`` (the default) or modelled ``time``
+    objective: str = "words"
+    #: the modelled time of the chosen grid and block (with ``objective="time"``)
+    model_time: TimeModel | None = None
 
     @property
     def block(self) -> int:
@@ -83,7 +89,7 @@ def _key(grid: FactorGrid, cost: Cost):
     return (round(cost.per_rank, 6), grid.Pz, abs(grid.Px - grid.Py), grid.v, -grid.Px)
 
 
-def search(problem: FactorProblem, *, layers: int | None = None):
+def search(problem: FactorProblem, *, layers: int | None = None, rates: Rates | None = None):
     """All feasible ``(key, grid, cost, memory)`` candidates, best first, and the reasons others failed
     (the problem's ``grid`` / ``block`` pins restrict the candidates)."""
     shapes = [problem.grid] if problem.grid is not None else grids(problem.p)
@@ -103,19 +109,29 @@ def search(problem: FactorProblem, *, layers: int | None = None):
                 rejected.setdefault("memory", f"grid {g} needs {mem} words per rank > S = {problem.S}")
                 continue
             cost = factor_cost(problem, g)
-            found.append((_key(g, cost), g, cost, mem))
+            key = _key(g, cost)
+            if rates is not None:  # modelled time first, then the words criterion
+                tm = factor_time(problem, g, cost, rates)
+                key = (round(tm.total_s, 12), *key)
+            found.append((key, g, cost, mem))
     found.sort(key=lambda c: c[0])
     return found, rejected
 
 
 @lru_cache(maxsize=128)
-def schedule_factorization(problem: FactorProblem) -> FactorSchedule:
-    """The best grid and block for the problem (see the module docstring); pure and cached.
+def schedule_factorization(problem: FactorProblem, objective: str = "words",
+                           rates: Rates | None = None) -> FactorSchedule:
+    """The best grid and block for the problem (see the module docstring); pure and cached.  With
+    ``objective="time"`` (and the machine's ``rates``) the least modelled time
+    (:func:`~meshplan.models.factorization.time.factor_time`) wins, words break ties.
 
     ``problem.grid`` / ``problem.block`` pin the grid or the block size; ``problem.S`` is the memory in
     words per rank (``None``: unbounded; the lower bound then uses the schedule's own footprint as ``S``).
     :class:`NoGrid` when nothing fits."""
-    found, rejected = search(problem)
+    if check_objective(objective) == "time" and not isinstance(rates, Rates):
+        raise FactorModelError("objective='time' needs the machine's rates (a system measured by calibrate)",
+                               param="system")
+    found, rejected = search(problem, rates=rates if objective == "time" else None)
     N, p, S0 = problem.N, problem.p, problem.S
     if not found:
         why = "; ".join(rejected.values()) or "no candidate"
@@ -124,15 +140,31 @@ def schedule_factorization(problem: FactorProblem) -> FactorSchedule:
     _key0, g, cost, mem = found[0]
     S = S0 if S0 is not None else mem
     shapes = len(grids(p)) if problem.grid is None else 1
-    lines = [f"searched {len(found)} feasible (grid, block) candidates of {shapes} "
-             f"grid shapes; minimized modeled words per rank, then fewer layers, squarer grid, smaller block",
-             f"chosen {g}: {cost.per_rank:,.0f} words per rank, footprint {mem:,} words"]
-    for _k2, g2, c2, m2 in found[1:4]:
-        rel = f" ({(c2.per_rank / cost.per_rank - 1) * 100:+.1f}%)" if cost.per_rank else ""
-        lines.append(f"next {g2}: {c2.per_rank:,.0f} words per rank{rel}, footprint {m2:,} words")
+    if objective == "time":
+        tm = factor_time(problem, g, cost, rates)
+        lines = [f"searched {len(found)} feasible (grid, block) candidates of {shapes} grid shapes; minimized "
+                 f"modelled time (latency {rates.latency * 1e6:.2f} us per message, {rates.bandwidth / 1e9:.2f} "
+                 f"GB/s, {rates.flop_rate / 1e9:.2f} Gflop/s per rank), then words",
+                 f"chosen {g}: {tm.describe()}"]
+        for _k2, g2, c2, _m2 in found[1:4]:
+            t2 = factor_time(problem, g2, c2, rates)
+            terms = {"latency": t2.latency_s - tm.latency_s, "bandwidth": t2.bandwidth_s - tm.bandwidth_s,
+                     "compute": t2.compute_s - tm.compute_s}
+            why = max(terms, key=terms.get)
+            lines.append(f"next {g2}: {t2.describe()} ({(t2.total_s / tm.total_s - 1) * 100:+.1f}%, mostly {why}: "
+                         f"+{terms[why] * 1e3:.2f} ms)")
+    else:
+        tm = None
+        lines = [f"searched {len(found)} feasible (grid, block) candidates of {shapes} "
+                 f"grid shapes; minimized modeled words per rank, then fewer layers, squarer grid, smaller block",
+                 f"chosen {g}: {cost.per_rank:,.0f} words per rank, footprint {mem:,} words"]
+        for _k2, g2, c2, m2 in found[1:4]:
+            rel = f" ({(c2.per_rank / cost.per_rank - 1) * 100:+.1f}%)" if cost.per_rank else ""
+            lines.append(f"next {g2}: {c2.per_rank:,.0f} words per rank{rel}, footprint {m2:,} words")
     for why in rejected.values():
         lines.append(f"rejected: {why}")
-    schedule = FactorSchedule(problem, g, cost, mem, lower_bound(problem, S), len(found), tuple(lines))
+    schedule = FactorSchedule(problem, g, cost, mem, lower_bound(problem, S), len(found), tuple(lines),
+                              objective, tm)
     check_schedule(schedule)
     return schedule
 

@@ -13,14 +13,17 @@ the front door's ``MatmulPlan`` (:mod:`meshplan.api.matmul`) adds the bounds and
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from meshplan.models.core.errors import Infeasible, SolverTimeout, VerificationError, quote
 from meshplan.models.core.values import Value, value
 from meshplan.models.matmul.costs import (cosma_max_words, cosma_rank_words, cosma_rounds, domain_words,
                                           lower_bound, strategy, summa_grid, summa_rank_words, cosma_memory)
 from meshplan.models.matmul.problem import Grid, MatmulError, MatmulProblem
+from meshplan.models.matmul.time import Rates, TimeModel, check_objective, cosma_time
 
 __all__ = ["MatmulSchedule", "grid_cost", "enumerate_grids", "exhaustive_grid", "choose_grid", "schedule_matmul",
+           "time_grid",
            "fixed_schedule", "reduction_vs_all_ranks", "METHODS"]
 
 #: the grid search methods
@@ -151,6 +154,12 @@ class MatmulSchedule(Value):
     memory_per_rank: int
     summa_grid: tuple[int, int]
     summa_words_per_rank: tuple[int, ...]
+    #: what the grid minimizes: ``words`` (exact words per rank, the default) or modelled ``time``
+    objective: str = "words"
+    #: the modelled time of the schedule (with ``objective="time"``)
+    model_time: TimeModel | None = None
+    #: how the grid was chosen (with ``objective="time"``): the winner and the runners-up, each with its cost
+    explanation: tuple[str, ...] = ()
 
     @property
     def ranks_used(self) -> int:
@@ -183,10 +192,11 @@ def _check_time_limit(time_limit_s: object) -> None:
 
 
 def schedule_matmul(problem: MatmulProblem, idle_tolerance: float = 0.03, method: str = "auto",
-                    time_limit_s: float = 10.0) -> MatmulSchedule:
+                    time_limit_s: float = 10.0, objective: str = "words", rates: Rates | None = None) -> MatmulSchedule:
     """The communication-optimal COSMA schedule of ``problem`` (sections 3.6.3, 3.7.1, 3.7.3): the grid of
     :func:`choose_grid` with the fewest rounds that fit the memory, double-buffered when two panel pairs
-    fit with at most twice those rounds.
+    fit with at most twice those rounds.  With ``objective="time"`` (and the machine's ``rates``) the grid
+    and rounds of the least modelled time instead (:func:`time_grid`; words break ties).
 
     >>> s = schedule_matmul(MatmulProblem(64, 64, 64, 8))
     >>> s.grid.as_list(), s.strategy
@@ -198,6 +208,14 @@ def schedule_matmul(problem: MatmulProblem, idle_tolerance: float = 0.03, method
     _check_time_limit(time_limit_s)
     if method not in METHODS:
         raise MatmulError(f"unknown grid method {quote(method)}; use {', '.join(METHODS)}", param="method")
+    if check_objective(objective) == "time":
+        if not isinstance(rates, Rates):
+            raise MatmulError("objective='time' needs the machine's rates (a system measured by calibrate)",
+                              param="system")
+        grid, rounds, lines = time_grid(problem, idle_tolerance, rates)
+        sched = _schedule(problem, grid, rounds, float(idle_tolerance), "exhaustive (modelled time)")
+        t = cosma_time(problem.m, problem.n, problem.k, *grid.as_list(), sched.rounds, rates, problem.itemsize)
+        return replace(sched, objective="time", model_time=t, explanation=lines)
     if method == "auto":
         try:
             grid, _, rounds = choose_grid(problem, idle_tolerance, method="cpsat", time_limit_s=time_limit_s)
@@ -254,6 +272,35 @@ def _double_buffer_rounds(m: int, n: int, k: int, grid: Grid, rounds: int, memor
         if cosma_memory(m, n, k, grid.pm, grid.pn, grid.pk, t, 2) <= memory:
             return t
     return None
+
+
+def time_grid(prob: MatmulProblem, idle_tolerance: float, rates: Rates) -> tuple[Grid, int, tuple[str, ...]]:
+    """The grid and rounds of the least modelled time (:func:`~meshplan.models.matmul.time.cosma_time`) among
+    every admissible grid whose buffers fit (fewest rounds each); ties: fewer words, fewer rounds, more ranks
+    used.  Returns the grid, its rounds and an explanation: the winner and the next three, each with its
+    messages, words and flops, and what makes the winner faster."""
+    found = []
+    for g in enumerate_grids(prob, idle_tolerance):
+        t = cosma_rounds(prob.m, prob.n, prob.k, g.pm, g.pn, g.pk, prob.memory)
+        if t is None:
+            continue
+        tm = cosma_time(prob.m, prob.n, prob.k, g.pm, g.pn, g.pk, t, rates, prob.itemsize)
+        found.append(((round(tm.total_s, 12), tm.words, t, -g.used, g.pk, g.pm, g.pn), g, t, tm))
+    if not found:
+        raise _infeasible(prob, idle_tolerance)
+    found.sort(key=lambda c: c[0])
+    _, g0, t0, tm0 = found[0]
+    lines = [f"searched {len(found)} grids that fit; minimized modelled time (latency {rates.latency * 1e6:.2f} us "
+             f"per message, {rates.bandwidth / 1e9:.2f} GB/s, {rates.flop_rate / 1e9:.2f} Gflop/s per rank), "
+             f"then words",
+             f"chosen {g0} in {t0} round(s): {tm0.describe()}"]
+    for _, g, t, tm in found[1:4]:
+        terms = {"latency": tm.latency_s - tm0.latency_s, "bandwidth": tm.bandwidth_s - tm0.bandwidth_s,
+                 "compute": tm.compute_s - tm0.compute_s}
+        why = max(terms, key=terms.get)
+        lines.append(f"next {g} in {t} round(s): {tm.describe()} (+{(tm.total_s / tm0.total_s - 1) * 100:.1f}%, "
+                     f"mostly {why}: +{terms[why] * 1e3:.2f} ms)" if tm0.total_s else f"next {g}: {tm.describe()}")
+    return g0, t0, tuple(lines)
 
 
 def reduction_vs_all_ranks(schedule: MatmulSchedule) -> float | None:

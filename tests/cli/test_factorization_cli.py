@@ -107,7 +107,8 @@ def test_the_api_value_is_the_json_document(cli):
     assert type(plan).json_keys() == tuple(doc) == (
         "kind", "N", "p", "memory", "grid", "block", "model_words_per_rank", "model_phases",
         "memory_words_per_rank", "lower_bound_words", "candidates", "explanation", "two_d_model_words_per_rank",
-        "run", "baselines")
+        "objective", "model_time", "run", "baselines")
+    assert doc["objective"] == "words" and doc["model_time"] is None
     assert plan.grid == tuple(doc["grid"]) and plan.block == doc["block"] and plan.run is None
     assert plan.schedule.grid.v == plan.block and plan.problem.memory == 200_000
     assert len(repr(plan)) <= 300

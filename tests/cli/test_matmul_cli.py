@@ -84,3 +84,28 @@ class _nullcontext:
 
     def __exit__(self, *a):
         return False
+
+
+def test_objective_time_with_a_calibrated_system(tmp_path):
+    """--objective time plans with the latency, bandwidth and flop rate of a system file, explains the choice
+    in the JSON and the table; without --system, or with a system that has no flop rate, exit 2 naming it."""
+    import json as _json
+    import subprocess
+    import sys
+
+    sysfile = tmp_path / "here.json"
+    level = {"name": "node", "size": 4, "links": [{"kind": "switch", "bandwidth": 1e10, "latency": 5e-6}]}
+    sysfile.write_text(_json.dumps({"levels": [level], "flop_rate": 1e10}))
+    run = lambda *a: subprocess.run([sys.executable, "-m", "meshplan", *a], capture_output=True, text=True)  # noqa: E731
+    out = run("matmul", "64", "64", "65536", "--np", "4", "--objective", "time", "--system", str(sysfile), "--json")
+    assert out.returncode == 0, out.stderr
+    doc = _json.loads(out.stdout)
+    assert doc["objective"] == "time" and doc["grid"] == [1, 1, 4] and doc["model_time"]["total_s"] > 0
+    assert doc["explanation"][1].startswith("chosen [1,1,4]")
+    out = run("factor", "lu", "256", "--np", "4", "--objective", "time", "--system", str(sysfile), "--json")
+    assert out.returncode == 0 and _json.loads(out.stdout)["objective"] == "time", out.stderr
+    out = run("matmul", "64", "64", "64", "--np", "4", "--objective", "time")
+    assert out.returncode == 2 and "--system" in out.stderr
+    sysfile.write_text(_json.dumps({"levels": [level]}))
+    out = run("factor", "cholesky", "256", "--np", "4", "--objective", "time", "--system", str(sysfile))
+    assert out.returncode == 2 and "flop_rate" in out.stderr

@@ -180,3 +180,24 @@ def test_the_problem_normalizes_its_pins_and_dtype():
     assert s.block == 16 and (s.grid.Px, s.grid.Py, s.grid.Pz) == (2, 2, 1)
     assert schedule_factorization(pr) is s  # pure and cached
     assert all("--" not in line for line in s.explanation)
+
+
+def test_objective_time_minimizes_the_modelled_time():
+    """With objective time the chosen grid and block have the least modelled time of every feasible candidate
+    (brute force over the search's candidates); on a latency-bound machine the fewest messages."""
+    from meshplan.models.factorization.cost import factor_cost
+    from meshplan.models.factorization.time import factor_time
+    from meshplan.models.matmul.time import Rates
+    from meshplan.solvers.factorization.plan import search
+
+    for kind in ("lu", "cholesky"):
+        prob = FactorProblem(kind, 512, 8)
+        for rates in (Rates(5e-6, 1e10, 1e10), Rates(1e-2, 1e10, 1e12)):
+            s = schedule_factorization(prob, "time", rates)
+            found, _ = search(prob)
+            best = min(factor_time(prob, g, factor_cost(prob, g), rates).total_s for _k, g, _c, _m in found)
+            assert s.model_time.total_s <= best * (1 + 1e-9) and s.objective == "time"
+            assert s.explanation[1].startswith(f"chosen {s.grid}")
+        slow = schedule_factorization(prob, "time", Rates(1.0, 1e10, 1e12))  # latency dominates: fewest messages
+        assert slow.model_time.messages == min(factor_time(prob, g, c, Rates(1.0, 1e10, 1e12)).messages
+                                               for _k, g, c, _m in search(prob)[0])

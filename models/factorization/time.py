@@ -1,0 +1,38 @@
+"""Modelled time of COnfLUX / COnfCHOX on a grid and block (thesis sections 4.7–4.8), for ``objective="time"``.
+
+Per step (``⌈N/v⌉`` of them) the busiest rank's messages on the critical path: LU's tournament
+(``⌈log₂ Px⌉`` butterfly rounds), the pivot indices (LU) or the diagonal block (Cholesky), the two
+reductions over the layers (``Pz > 1``), the pivot rows to the other ranks of the grid column (``Px > 1``)
+and the panel to the ranks of the grid row (``Py·Pz > 1``) — section 4.8's latency of the third dimension
+and of small blocks.  The words are the exact model (:func:`~meshplan.models.factorization.cost.factor_cost`,
+mean per rank).  The flops are the trailing updates, ``2N³/3p`` (LU) or ``N³/3p`` (Cholesky), plus the
+panel factorization that no other rank shares, ``N²·v/(2·Px)`` — what larger blocks cost.  Seconds from the
+machine's :class:`~meshplan.models.matmul.time.Rates`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from meshplan.models.factorization.cost import Cost
+from meshplan.models.factorization.problem import FactorGrid, FactorProblem
+from meshplan.models.matmul.time import Rates, TimeModel
+
+__all__ = ["factor_time", "step_messages"]
+
+
+def step_messages(kind: str, grid: FactorGrid) -> int:
+    """Messages on the critical path of one step (module docstring)."""
+    Px, Py, Pz = grid.Px, grid.Py, grid.Pz
+    tournament = math.ceil(math.log2(Px)) if kind == "lu" and Px > 1 else 0
+    return tournament + 1 + 2 * (Pz > 1) + (Px > 1) + (Py * Pz > 1)
+
+
+def factor_time(problem: FactorProblem, grid: FactorGrid, cost: Cost, rates: Rates) -> TimeModel:
+    """The modelled seconds of the factorization of ``problem`` on ``grid`` whose exact words are ``cost``."""
+    N, v, p = problem.N, grid.v, problem.p
+    steps = -(-N // v)
+    update = (2.0 if problem.kind == "lu" else 1.0) * N ** 3 / (3 * p)
+    panel = N * N * v / (2.0 * grid.Px)
+    return TimeModel.of(rates, steps * step_messages(problem.kind, grid), cost.per_rank, update + panel,
+                        problem.dtype.itemsize)
