@@ -72,18 +72,30 @@ class ProofResult:
 
 
 def _coefficients(term: str, info: ProofInfo, memo: dict) -> dict[tuple[int, int], int]:
-    """``{(device, chunk): coefficient}`` of a term of the encoding (an input symbol or a defined sum)."""
-    if term in memo:
-        return memo[term]
-    if term in info.definitions:
+    """``{(device, chunk): coefficient}`` of a term of the encoding (an input symbol or a defined sum).
+
+    Iterative (a program of 10,000 steps defines sums 10,000 deep; recursion would overflow the stack)."""
+    todo = [term]
+    while todo:
+        t = todo[-1]
+        if t in memo:
+            todo.pop()
+            continue
+        if t not in info.definitions:
+            memo[t] = {info.symbols[t]: 1}
+            todo.pop()
+            continue
+        parts = [p for p in info.definitions[t] if p not in memo]
+        if parts:
+            todo.extend(parts)
+            continue
         out: dict[tuple[int, int], int] = {}
-        for part in info.definitions[term]:
-            for key, c in _coefficients(part, info, memo).items():
+        for part in info.definitions[t]:
+            for key, c in memo[part].items():
                 out[key] = out.get(key, 0) + c
-    else:
-        out = {info.symbols[term]: 1}
-    memo[term] = out
-    return out
+        memo[t] = out
+        todo.pop()
+    return memo[term]
 
 
 def prove(program: LoweredProgram, reduction_groups: Sequence[Sequence[int]], chunks: int | None = None, *,
