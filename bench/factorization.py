@@ -3,6 +3,10 @@ pdgetrf / pdpotrf, measured with one instrument (the PMPI counter), and the thes
 models (thesis ch. 4, Figure 4.8c).
 
     python bench/factorization.py [--quick] [--no-plot] [--plot-only]
+    python bench/factorization.py --speed [--speed-sizes 2048,4096] [--speed-ranks 2,4,8] [--speed-kinds lu,cholesky]
+
+``--speed``: time beside ScaLAPACK at its best (its kernel and its faster block), alternating launches,
+ratios with their median (:func:`speed`); writes bench/results/factorization_speed.json.
 
 Part 1 (MPI, 4 and 8 ranks, N ∈ {512, 1024, 2048}; --quick: 4 ranks, N = 512): per algorithm and grid the
 mean words a rank receives (PMPI; the Python counter and the exact model agree with it; the figure shows
@@ -20,6 +24,8 @@ and, unless --no-plot, docs/images/factor_measured.png and docs/images/factor_sc
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -194,12 +200,79 @@ def plot(rows: list[dict], scale: list[dict]) -> None:
     plt.close(fig)
 
 
+SPEED_BLOCKS = (16, 64)  # ScaLAPACK's nb: the 2-D plan's block and LAPACK's usual one; its best counts
+
+
+def speed(kinds: list[str], sizes: list[int], ranks: list[int], launches: int = 3, repeats: int = 3) -> list[dict]:
+    """Time to solution beside ScaLAPACK at its best: per (kind, N, p) the plan ``meshplan factor KIND N --np p``
+    chooses (``--objective words``) and pdgetrf / pdpotrf on the 2-D plan's grid at every block of
+    :data:`SPEED_BLOCKS` (its fastest counts), its OpenBLAS at this CPU's kernel.  The two run in alternating
+    launches (meshplan, ScaLAPACK, meshplan, …; ``launches`` pairs); each time is the fastest of ``repeats``
+    runs of the slowest rank, each pair gives a ratio, and the row reports the median ratio, its range and the
+    load average before and after."""
+    ok, why = scalapack.available()
+    if not ok:
+        print(f"speed: ScaLAPACK skipped: {why}", file=sys.stderr)
+        return []
+    out = []
+    for kind in kinds:
+        for N in sizes:
+            for p in ranks:
+                plan = plan_factorization(kind, N, p)
+                g = plan.grid
+                g2, _ = plan_2d(FactorProblem(kind, N, p))
+                case = {"kind": kind, "algorithm": "conflux", "N": N, "grid": [g.Px, g.Py, g.Pz], "v": g.v,
+                        "repeats": repeats}
+                sc_cases = [{"kind": kind, "N": N, "grid": [g2.Px, g2.Py], "nb": nb, "repeats": repeats}
+                            for nb in SPEED_BLOCKS]
+                load0 = os.getloadavg()[0]
+                pairs = []
+                for _ in range(launches):
+                    me = run_cases(p, [case], pmpi=False, timeout_s=3600)[0]
+                    sc = run_scalapack_cases(p, sc_cases, pmpi=False, timeout_s=3600)
+                    best = min(sc, key=lambda r: r["time_s"])
+                    if not (me["verified"] and all(r["verified"] for r in sc)):
+                        raise SystemExit(f"speed: a run failed verification: {me} {sc}")
+                    pairs.append((me["time_s"], best["time_s"], best["block"], best.get("blas")))
+                ratios = [a / b for a, b, _, _ in pairs]
+                out.append({"kind": kind, "N": N, "p": p, "objective": "words", "grid": [g.Px, g.Py, g.Pz],
+                            "block": g.v, "scalapack_grid": [g2.Px, g2.Py], "scalapack_blocks": list(SPEED_BLOCKS),
+                            "times_s": [a for a, _, _, _ in pairs], "scalapack_times_s": [b for _, b, _, _ in pairs],
+                            "scalapack_best_block": [nb for _, _, nb, _ in pairs], "ratios": ratios,
+                            "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
+                            "ratio_max": max(ratios), "blas": pairs[-1][3],
+                            "load_before": load0, "load_after": os.getloadavg()[0]})
+                r = out[-1]
+                print(f"speed {kind} N={N} p={p}: {r['grid']} v={r['block']} vs ScaLAPACK {r['scalapack_grid']}: "
+                      f"ratio {r['ratio_median']:.2f} ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}), "
+                      f"load {load0:.1f}->{r['load_after']:.1f}", flush=True)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--plot-only", action="store_true", help="redraw the figures from bench/results/factorization.json")
+    ap.add_argument("--speed", action="store_true",
+                    help="only the time study beside ScaLAPACK (LU and Cholesky, N 2048 and 4096, 2, 4 and 8 ranks)")
+    ap.add_argument("--speed-sizes", default="2048,4096", help="N of the time study (comma-separated)")
+    ap.add_argument("--speed-ranks", default="2,4,8", help="ranks of the time study (comma-separated)")
+    ap.add_argument("--speed-kinds", default="lu,cholesky", help="factorizations of the time study")
     args = ap.parse_args()
+    if args.speed:
+        rows = speed(args.speed_kinds.split(","), [int(x) for x in args.speed_sizes.split(",")],
+                     [int(x) for x in args.speed_ranks.split(",")])
+        print_table(["kind", "N", "p", "grid", "v", "time s (3 launches)", "ScaLAPACK grid", "best nb",
+                     "ScaLAPACK s", "ratio median", "range", "kernel", "load"],
+                    [[r["kind"], r["N"], r["p"], r["grid"], r["block"], [round(t, 3) for t in r["times_s"]],
+                      r["scalapack_grid"], r["scalapack_best_block"], [round(t, 3) for t in r["scalapack_times_s"]],
+                      r["ratio_median"], f"{r['ratio_min']:.2f}-{r['ratio_max']:.2f}",
+                      (r["blas"] or {}).get("architecture"), f"{r['load_before']:.1f}-{r['load_after']:.1f}"]
+                     for r in rows])
+        path = write_results("factorization_speed", {"speed": rows})
+        print(f"\nwrote {path}")
+        return 0
     if args.plot_only:
         import json
 

@@ -2,18 +2,23 @@
 and the thesis's scaling study as models (thesis ch. 3).
 
     python bench/matmul.py [--quick] [--no-plot]
+    python bench/matmul.py --speed [--speed-ranks 2,4,8] [--speed-shapes 2048^3,4096x4096x256,64x64x65536]
 
 Part 1 (MPI, 4 and 8 ranks): square, RPA tall-and-skinny (m = n = 136w, k = 228w², section 3.8), flat,
 largeK and largeM shapes; per schedule the max words a rank receives measured by the PMPI counter (the same
 instrument for all three), the ratio to the Theorem 3.2 bound, C's relative error and the time (min over
 repeats).  Part 2 (no MPI): the scaling study up to 18,432 ranks — domain I/O per rank of COSMA's planned grid
 vs Table 3.3's 2-D and 2.5-D decompositions and the bound.  Writes bench/results/matmul.json and, unless
---no-plot, docs/images/matmul_measured.png and docs/images/matmul_scaling.png.
+--no-plot, docs/images/matmul_measured.png and docs/images/matmul_scaling.png.  ``--speed``: time beside
+pdgemm at its best (its kernel and its faster block), alternating launches, ratios with their median
+(:func:`speed`); writes bench/results/matmul_speed.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -147,11 +152,71 @@ def plot(meas: list[dict], scal: list[dict]) -> list[str]:
     return out
 
 
+SPEED_SHAPES = {"2048^3": (2048, 2048, 2048), "4096x4096x256": (4096, 4096, 256), "64x64x65536": (64, 64, 65536)}
+
+
+def speed(shapes: dict, ranks: list[int], launches: int = 3, repeats: int = 5) -> list[dict]:
+    """Time to solution beside ScaLAPACK at its best: per shape and rank count the plan ``meshplan matmul``
+    chooses (``--objective words``) and pdgemm on the SUMMA grid at its default block and at 32 (the faster
+    counts), its OpenBLAS at this CPU's kernel.  Alternating launches (meshplan, ScaLAPACK, …; ``launches``
+    pairs); each time is the median of ``repeats`` runs of the slowest rank; the row reports the median ratio,
+    its range and the load average before and after."""
+    ok, why = scalapack.available()
+    if not ok:
+        print(f"speed: ScaLAPACK skipped: {why}")
+        return []
+    out = []
+    for name, (m, n, k) in shapes.items():
+        for p in ranks:
+            pl = plan_matmul(m, n, k, p)
+            case = dict(name="meshplan", algo="cosma", m=m, n=n, k=k, dtype="f64", grid=pl.grid.as_list(),
+                        rounds=pl.rounds, overlap=pl.double_buffered)
+            nbs = sorted({scalapack_block(m, n, k, *pl.summa_grid), 32})
+            sc = [dict(name=f"scalapack/{nb}", m=m, n=n, k=k, grid=list(pl.summa_grid), nb=nb) for nb in nbs]
+            load0 = os.getloadavg()[0]
+            pairs = []
+            for _ in range(launches):
+                me = run_cases(p, [case], repeats=repeats, use_pmpi=False)[0]
+                got = run_scalapack(p, sc, repeats=repeats, use_pmpi=False)
+                if not (me["verified"] and all(r["verified"] for r in got)):
+                    raise SystemExit(f"speed: a run failed verification: {me} {got}")
+                best = min(got, key=lambda r: r["time_median_s"])
+                pairs.append((me["time_median_s"], best["time_median_s"], best["nb"], best.get("blas")))
+            ratios = [a / b for a, b, _, _ in pairs]
+            out.append({"shape": name, "mnk": [m, n, k], "p": p, "objective": "words", "grid": pl.grid.as_list(),
+                        "rounds": pl.rounds, "scalapack_grid": list(pl.summa_grid), "scalapack_blocks": nbs,
+                        "times_s": [a for a, _, _, _ in pairs], "scalapack_times_s": [b for _, b, _, _ in pairs],
+                        "scalapack_best_block": [nb for _, _, nb, _ in pairs], "ratios": ratios,
+                        "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+                        "blas": pairs[-1][3], "load_before": load0, "load_after": os.getloadavg()[0]})
+            r = out[-1]
+            print(f"speed {name} p={p}: {r['grid']} vs pdgemm {r['scalapack_grid']}: ratio {r['ratio_median']:.2f} "
+                  f"({r['ratio_min']:.2f}-{r['ratio_max']:.2f}), load {load0:.1f}->{r['load_after']:.1f}", flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, fewer repeats and rank counts")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--speed", action="store_true",
+                    help="only the time study beside pdgemm (2048³, 4096×4096×256, 64×64×65536 on 2, 4, 8 ranks)")
+    ap.add_argument("--speed-ranks", default="2,4,8", help="ranks of the time study (comma-separated)")
+    ap.add_argument("--speed-shapes", default=",".join(SPEED_SHAPES), help="shapes of the time study")
     args = ap.parse_args(argv)
+    if args.speed:
+        rows = speed({s: SPEED_SHAPES[s] for s in args.speed_shapes.split(",")},
+                     [int(x) for x in args.speed_ranks.split(",")])
+        print_table(["shape", "p", "grid", "rounds", "time s (median, 3 launches)", "pdgemm grid", "best nb",
+                     "pdgemm s", "ratio median", "range", "kernel", "load"],
+                    [[r["shape"], r["p"], r["grid"], r["rounds"], [round(t, 4) for t in r["times_s"]],
+                      r["scalapack_grid"], r["scalapack_best_block"], [round(t, 4) for t in r["scalapack_times_s"]],
+                      r["ratio_median"], f"{r['ratio_min']:.2f}-{r['ratio_max']:.2f}",
+                      (r["blas"] or {}).get("architecture"), f"{r['load_before']:.1f}-{r['load_after']:.1f}"]
+                     for r in rows])
+        path = write_results("matmul_speed", {"speed": rows})
+        print(f"\nwrote {path}")
+        return 0
     repeats = 2 if args.quick else 5
     meas = []
     for p in (4, 8):
