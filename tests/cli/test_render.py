@@ -182,3 +182,58 @@ def test_bound_reports_progress_per_program(tmp_path):
     assert [r.program for r in reports] == ["a", "b"]
     assert (0, 2, "a: bound") in calls and (1, 2, "b: bound") in calls
     assert [c[0] for c in calls] == sorted(c[0] for c in calls) and all(t == 2 for _, t, _ in calls)
+
+
+def test_json_is_one_line_unless_indented(cli):
+    argv = ["tensor", "halo", "--partition", "1,1,4", "--shape", "1,1,10", "--kernel", "3"]
+    code, out, _ = cli(*argv, "--json")
+    assert code == 0 and out.count("\n") == 1 and json.loads(out)["total_bytes"] > 0
+    code, indented, _ = cli(*argv, "--json-indent", "2")  # implies --json
+    assert code == 0 and json.loads(indented) == json.loads(out) and indented.count("\n") > 20
+    assert "\n  \"partition\"" in indented
+    with pytest.raises(SystemExit) as ex:  # argparse: one error line, exit 2
+        cli(*argv, "--json-indent", "-1")
+    assert ex.value.code == 2
+
+
+def test_user_text_keeps_its_brackets_and_piped_lines_no_trailing_spaces():
+    import io
+
+    from meshplan.cli.render import make_console, safe_markup
+
+    assert safe_markup("rowstr[j] [bold]x[/bold] [red]m.py") == "rowstr\\[j] [bold]x[/bold] \\[red]m.py"
+    buf = io.StringIO()
+    con = make_console(width=80, file=buf)
+    print_table(con, [Column("file", "left"), Column("note", "left", whole=False)],
+                [("probe/[red]m.py", "for k in range(rowstr[j], rowstr[j+1])")])
+    out = buf.getvalue()
+    assert "probe/[red]m.py" in out and "rowstr[j+1]" in out
+    assert all(ln == ln.rstrip(" ") for ln in out.splitlines())
+
+
+def test_a_rich_table_of_a_verb_prints_in_the_one_style_without_cutting():
+    import io
+
+    from rich.table import Table
+
+    from meshplan.cli.render import make_console
+
+    t = Table(title="t")
+    for h in ("schedule", "measured (Python)", "model"):
+        t.add_column(h, justify="right")
+    t.add_row("meshplan (COSMA)", "1,234,567,890", "2,345,678,901")
+    buf = io.StringIO()
+    make_console(width=40, file=buf).print(t)
+    out = buf.getvalue()
+    assert "1,234,567,890" in out and "2,345,678,901" in out and "…" not in out
+    assert max(len(ln) for ln in out.splitlines()) <= 40
+
+
+def test_help_prose_is_wrapped_and_examples_kept(capsys, monkeypatch):
+    from meshplan.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", "80")
+    for verb in ("solve", "factor", "tensor", "bound"):
+        text = build_parser([verb])._subparsers._group_actions[0].choices[verb].format_help()
+        prose = text.split("examples:")[0]
+        assert max(len(ln) for ln in prose.splitlines()) <= 80, verb
