@@ -31,6 +31,7 @@ from meshplan.models.tensor.partition import (Box, CartesianPartition, balanced_
 from meshplan.models.tensor.plans import Runs, Transfer
 
 __all__ = ["Window", "output_length", "output_shape", "RankHalo", "HaloGeometry", "halo_geometry", "transfer_bound",
+           "source_counts",
            "needed_indices",
            "read_runs"]
 
@@ -222,9 +223,11 @@ def halo_geometry(partition: CartesianPartition, global_shape: Sequence[int], wi
     if window.ndim != len(g):
         raise ModelError(f"the window has {window.ndim} dimensions but global_shape {g} has {len(g)}")
     out_shape = output_shape(g, window)
-    dims = _dimension_tables(partition.shape, g, out_shape, window)
-    check_limit("halo_transfers", partition.size + transfer_bound(dims),
+    check_limit("halo_transfers", partition.size + math.prod(int(source_counts(p, n, m, window, k).sum())
+                                                             for k, (p, n, m) in enumerate(zip(partition.shape, g,
+                                                                                               out_shape))),
                 f"the halo exchange of {g} on the grid {partition.shape}", param="partition")
+    dims = _dimension_tables(partition.shape, g, out_shape, window)
     infos = []
     for idx, coords in enumerate(partition.all_coords()):
         per = [d[c] for d, c in zip(dims, coords)]
@@ -282,6 +285,31 @@ def _dimension_tables(parts: Sequence[int], g: Sequence[int], out_shape: Sequenc
             row.append(_Coordinate(owned[c], (o0, o1), ext, reads, src_lo, max(src_lo, src_hi)))
         tables.append(row)
     return tables
+
+
+def source_counts(p: int, n: int, m: int, window: Window, k: int) -> np.ndarray:
+    """Per grid coordinate ``c`` of dimension ``k`` (``p`` parts of ``n`` inputs, ``m`` outputs): how many
+    coordinates' owned blocks meet the hull of the inputs its outputs read — :func:`_read_hull` and the
+    bisection of :func:`_dimension_tables` vectorized over ``c`` (numpy), so a huge grid is refused in
+    milliseconds.  Their product over dimensions, summed, is :func:`transfer_bound`."""
+    c = np.arange(p, dtype=np.int64)
+    q, r = divmod(n, p)
+    starts, stops = c * q + np.minimum(c, r), (c + 1) * q + np.minimum(c + 1, r)
+    qm, rm = divmod(m, p)
+    o0, o1 = c * qm + np.minimum(c, rm), (c + 1) * qm + np.minimum(c + 1, rm)
+    s, pad, d = window.stride[k], window.padding[k], window.dilation[k]
+    lo, hi = np.full(p, n, dtype=np.int64), np.full(p, -1, dtype=np.int64)
+    for j in range(window.kernel[k]):
+        first = np.maximum(o0, -((j * d - pad) // s))
+        ok = (first < o1) & (first * s - pad + j * d < n)
+        lo = np.where(ok, np.minimum(lo, first * s - pad + j * d), lo)
+        last = np.minimum(o1 - 1, (n - 1 + pad - j * d) // s)
+        ok = (last >= o0) & (last * s - pad + j * d >= 0)
+        hi = np.where(ok, np.maximum(hi, last * s - pad + j * d), hi)
+    has = (hi >= lo) & (o1 > o0)
+    src_lo = np.searchsorted(stops, lo, side="right")
+    src_hi = np.searchsorted(starts, hi + 1, side="left")
+    return np.where(has, np.maximum(src_hi - src_lo, 0), 0)
 
 
 def transfer_bound(tables: Sequence[Sequence[_Coordinate]]) -> int:

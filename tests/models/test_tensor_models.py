@@ -216,3 +216,26 @@ def test_lowering_choice_and_bytes():
     assert allgather_lowering(p, (1, 7), [1]).bytes_sent(uneq, 8) == {0: 48, 1: 32, 2: 32}  # to each other rank
     assert allgather_lowering(p, (2, 7), [1]).kind == "transfers"                # rows of 2: not slabs
     assert allgather_lowering(CartesianPartition.of((2, 2)), (4, 4), [0, 1]).kind == "transfers"
+
+
+def test_halo_source_counts_match_the_geometry_brute_force():
+    """The vectorized per-coordinate source counts (the up-front transfer bound of the halo_transfers limit) equal
+    the number of ranks whose owned block meets each rank's needed box, brute force over all pairs."""
+    import random
+
+    from meshplan.models.tensor.halo import Window, halo_geometry, output_shape, source_counts
+    from meshplan.models.tensor.partition import CartesianPartition, box_intersect, box_is_empty
+
+    rng = random.Random(7)
+    for _ in range(300):
+        n, p = rng.randint(1, 30), rng.randint(1, 9)
+        kk, s, pad, d = rng.randint(1, 5), rng.randint(1, 3), rng.randint(0, 2), rng.randint(1, 3)
+        w = Window.of(1, (kk,), (s,), (pad,), (d,))
+        try:
+            m = output_shape((n,), w)[0]
+        except Exception:  # noqa: BLE001 - a window longer than the padded input: not a case
+            continue
+        geo = halo_geometry(CartesianPartition.of((p,)), (n,), w)
+        brute = [sum(1 for src in geo.ranks if not box_is_empty(dst.needed)
+                     and not box_is_empty(box_intersect(src.owned, dst.needed))) for dst in geo.ranks]
+        assert list(source_counts(p, n, m, w, 0)) == brute, (n, p, kk, s, pad, d)
