@@ -12,8 +12,8 @@ from scipy.linalg import blas, lapack
 
 from meshplan.models.factorization.problem import FactorGrid
 
-__all__ = ["Layout", "Pending", "post", "exchange", "reduce_column", "gepp", "solve_upper_right", "solve_unit_lower_right", "solve_lower_transposed_right",
-           "chol_block"]
+__all__ = ["Layout", "Pending", "post", "exchange", "reduce_column", "gepp", "solve_upper_right",
+           "solve_unit_lower_right", "solve_lower_transposed_right", "chol_block"]
 
 
 @dataclass

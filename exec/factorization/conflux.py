@@ -103,11 +103,12 @@ def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
     steps ``t`` whose holder ``[t mod Px, t mod Py, t mod Pz]`` this rank is (what the solve needs), and
     ``breakdown`` ``(t, k)`` if the matrix is singular to working precision.
 
-    The local domain (section 4.7, Algorithm 2): the working tile ``A`` (row-major, so that a row swap is
-    two contiguous copies; the trailing update is one BLAS ``gemm`` on a view,
-    :func:`~meshplan.exec.factorization.kernels.gemm_update`) keeps its active rows contiguous — each step swaps this rank's pivot rows to the top of the active rows (a local
-    row order ``perm``, the same on every rank of a grid row), so ``A[s:, c:]`` is the trailing matrix and
-    no row is gathered or scattered.  ``F`` keeps the original local row order.
+    The local domain (section 4.7, Algorithm 2): the working tile ``A`` (row-major, so that a row swap is two
+    contiguous copies; the trailing update is one BLAS ``gemm`` on a view,
+    :func:`~meshplan.exec.factorization.kernels.gemm_update`) keeps its active rows contiguous — each step
+    swaps this rank's pivot rows to the top of the active rows (a local row order ``perm``, the same on every
+    rank of a grid row), so ``A[s:, c:]`` is the trailing matrix and no row is gathered or scattered.  ``F``
+    keeps the original local row order.
 
     Look-ahead (overlap of communication and computation, section 3.7.3): a rank of the grid column that
     holds the next block column updates that block column first and leaves the rest of its update for

@@ -2,11 +2,11 @@
 
 ``scipy.linalg.blas.dgemm`` copies an output that is not a whole contiguous array and returns the copy, so an
 update of a trailing block ``A[s:, c:]`` of a larger local tile — the "local domain" of COnfLUX (Kwasniewski,
-*Communication-Avoiding Algorithms for Linear Algebra*, section 4.7, Algorithm 2 line 11) — would cost a
-gather, a product and a scatter.  :func:`gemm_update` calls the same BLAS through the function pointers
-that SciPy exports for Cython (``scipy.linalg.cython_blas``), with leading dimensions, so the update reads
-and writes the tile once, as ScaLAPACK's ``pdgemm`` does (``beta = 1``).  Any 2-D view with one unit stride
-is accepted (a row-major ``C`` is updated as ``Cᵀ = Bᵀ·Aᵀ``); the transposition flags follow from the
+*Performance Modeling and Optimal Schedules for Data Oblivious Programs*, section 4.7, Algorithm 2 line 11) —
+would cost a gather, a product and a scatter.  :func:`gemm_update` calls the same BLAS through the function
+pointers that SciPy exports for Cython (``scipy.linalg.cython_blas``), with leading dimensions, so the update
+reads and writes the tile once, as ScaLAPACK's ``pdgemm`` does (``beta = 1``).  Any 2-D view with one unit
+stride is accepted (a row-major ``C`` is updated as ``Cᵀ = Bᵀ·Aᵀ``); the transposition flags follow from the
 strides.
 """
 
@@ -60,14 +60,17 @@ def gemm_update(C: np.ndarray, A: np.ndarray, B: np.ndarray, alpha: float = -1.0
     k = A.shape[1]
     if m == 0 or n == 0:
         return
-    if C.strides[1] == C.itemsize and n > 1 and (m == 1 or C.strides[0] != C.itemsize):
+    item = C.itemsize
+    column_major = (m == 1 or C.strides[0] == item) and (n == 1 or C.strides[1] >= item * m)
+    if not column_major and (n == 1 or C.strides[1] == item) and (m == 1 or C.strides[0] >= item * n):
         return gemm_update(C.T, B.T, A.T, alpha, beta)  # a row-major view: Cᵀ = Bᵀ·Aᵀ, column-major
     if C.dtype.name not in ("float64", "float32") or A.dtype != C.dtype or B.dtype != C.dtype:
         raise TypeError(f"gemm_update: dtypes {A.dtype}, {B.dtype} into {C.dtype}")
     if A.shape != (m, k) or B.shape != (k, n):
         raise ValueError(f"gemm_update: shapes {A.shape} · {B.shape} into {C.shape}")
-    if not (C.strides[0] == C.itemsize or m == 1) or C.strides[1] < C.itemsize * m and n > 1:
-        raise ValueError("gemm_update: C must be a view with one unit stride (a block of a C- or Fortran-ordered array)")
+    if not column_major:
+        raise ValueError("gemm_update: C must be a view with one unit stride (a block of a C- or "
+                         "Fortran-ordered array)")
     if k == 0:
         if beta != 1.0:
             C *= beta

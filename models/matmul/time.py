@@ -1,15 +1,15 @@
 """Modelled time of a schedule: latency per message, bandwidth per word, rate per flop (thesis ch. 3 and 4).
 
-Kwasniewski's thesis (*Performance Modeling and Optimal Schedules for Data Oblivious Programs*) counts the I/O cost Q (words)
-and the latency cost L (messages of the busiest rank) of a schedule (section 3.2.3, optimization goals), trades one against the
-other with the rounds (section 3.6.3, "I/O–latency trade-off"), and names the latency of the third dimension
-and the smaller local BLAS calls as what deeper grids and smaller blocks cost (section 4.8); Solomonik et
-al.'s cost model, which it cites, adds the computation.  Here the three are seconds: messages·α +
-words·(bytes per word)/bandwidth + flops/(flop rate).  A
-:class:`Rates` holds the three constants of one machine, read from a :class:`~meshplan.models.core.system.System`
-measured by ``meshplan calibrate``: the latency and bandwidth of its slowest level that carries messages, and
-its measured f64 matrix-multiply rate.  :class:`TimeModel` is one candidate's time, split into its three
-terms, so an explanation can say what each candidate costs and why the winner wins.
+Kwasniewski's thesis (*Performance Modeling and Optimal Schedules for Data Oblivious Programs*) counts the I/O
+cost Q (words) and the latency cost L (messages of the busiest rank) of a schedule (section 3.2.3,
+optimization goals), trades one against the other with the rounds (section 3.6.3, "I/O–latency trade-off"),
+and names the latency of the third dimension and the smaller local BLAS calls as what deeper grids and smaller
+blocks cost (section 4.8); Solomonik et al.'s cost model, which it cites, adds the computation.  Here the
+three are seconds: messages·α + words·(bytes per word)/bandwidth + flops/(flop rate).  A :class:`Rates` holds
+the three constants of one machine, read from a :class:`~meshplan.models.core.system.System` measured by
+``meshplan calibrate``: the latency and bandwidth of its slowest level that carries messages, and its measured
+f64 matrix-multiply rate.  :class:`TimeModel` is one candidate's time, split into its three terms, so an
+explanation can say what each candidate costs and why the winner wins.
 
 * :func:`cosma_time` — the COSMA schedule on grid ``[pm, pn, pk]`` in ``rounds`` slabs: per round a ring
   Allgatherv along j (pn − 1 messages) and along i (pm − 1), at the end a ring Reduce_scatter along l

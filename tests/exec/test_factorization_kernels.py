@@ -54,3 +54,42 @@ def test_matrices_are_reproducible(typ):
         assert not a[:4, :4].any()
     if typ == "singular":
         assert np.linalg.matrix_rank(a) < 40
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gemm_update_in_place_on_views(order, dtype):
+    """C -= A·B on a block of a larger C- or Fortran-ordered tile, in place (the tile's other entries
+    untouched), against numpy; operands of either order, transposed views, empty and one-row cases."""
+    from meshplan.exec.factorization.kernels import gemm_update
+
+    rng = np.random.default_rng(3)
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    for (r0, c0, k) in ((5, 7, 6), (0, 0, 1), (29, 3, 4), (10, 39, 3)):
+        T = np.array(rng.standard_normal((30, 40)), dtype=dtype, order=order)
+        want = T.astype(np.float64)
+        m, n = 30 - r0, 40 - c0
+        A = rng.standard_normal((m, k)).astype(dtype)
+        B = np.asfortranarray(rng.standard_normal((k, n)).astype(dtype))
+        view = T[r0:, c0:]
+        gemm_update(view, A if r0 % 2 else np.asfortranarray(A), B.T.copy().T if c0 % 2 else B)
+        want[r0:, c0:] -= A.astype(np.float64) @ B.astype(np.float64)
+        assert np.allclose(T, want, atol=tol, rtol=tol), (order, dtype, r0, c0, k)
+    T = np.zeros((4, 4), dtype=dtype, order=order)
+    gemm_update(T[4:, :], np.zeros((0, 2), dtype), np.zeros((2, 4), dtype))  # nothing to do
+    with pytest.raises(TypeError):
+        gemm_update(T, np.zeros((4, 2)), np.zeros((2, 4), dtype=np.float32))
+
+
+def test_gepp_with_trailing_columns_is_one_lu_step():
+    """GEPP on the first k columns of a wider block applies the swaps, U12 = L11⁻¹·A12 and the Schur
+    complement to the rest, exactly as unblocked elimination does."""
+    rng = np.random.default_rng(7)
+    M = rng.standard_normal((9, 6))
+    order, LU, bad = gepp(M, 3)
+    assert bad is None
+    L = np.tril(LU[:, :3], -1) + np.eye(9, 3)
+    U12 = LU[:3, 3:]
+    assert np.allclose(M[order][:, :3], L @ np.triu(LU[:3, :3]))
+    assert np.allclose(M[order][:3, 3:], L[:3] @ U12)
+    assert np.allclose(LU[3:, 3:], M[order][3:, 3:] - L[3:] @ U12)
