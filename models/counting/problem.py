@@ -49,7 +49,8 @@ class CountProblem(Value):
 
         if isinstance(program, Flow):
             flows = [program]
-        elif isinstance(program, (str, os.PathLike)) and "\n" not in str(program) and os.path.exists(program):
+        elif isinstance(program, os.PathLike) or (isinstance(program, str) and "\n" not in program and (
+                os.path.exists(program) or program.endswith(".py"))):  # a missing .py path: "not found"
             flows = parse_flow_file(os.fspath(program), function=function, procs=procs, rank=rank)
         elif isinstance(program, str):
             flows = parse_flow_source(program, function=function, procs=procs, rank=rank)
