@@ -64,6 +64,7 @@ class FactorExecutor(Executor):
         self._comm = self.comms.split(np.zeros(self.size, dtype=np.int64), np.arange(self.size))
         self._control = self._comm.comm  # uncounted agreement traffic
         self._parts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._work: np.ndarray | None = None  # the working tile a factorization overwrites, reused by every call
 
     def __repr__(self) -> str:
         return (f"FactorExecutor({self.kind}, N={self.N}, grid={self.grid}, rank={self.rank} at {self.coords}"
@@ -164,10 +165,14 @@ class FactorExecutor(Executor):
         pending = self._control.Iallreduce(flags, agreed, MPI.MAX)
         if not ok:
             tile = None
-        elif first:
-            tile = np.array(A, dtype=self.dtype, copy=True, order="C")  # row-major: row swaps are contiguous
-        else:
-            tile = np.zeros(self.local_shape, self.dtype)
+        else:  # the working tile, kept between calls (row-major: a row swap is two contiguous copies)
+            if self._work is None:
+                self._work = np.empty(self.local_shape, self.dtype)
+            tile = self._work
+            if first:
+                np.copyto(tile, A, casting="unsafe")
+            else:
+                tile.fill(0)
         pending.Wait()
         if agreed[1] >= 0:
             r = int(agreed[1])
