@@ -33,6 +33,14 @@ bytes handed to MPI per rank (no topology, no latency) and the simulator on a
 one-link system (every level the same calibrated link).  ``--control`` also
 measures with MPICH's defaults (no throttle, no binding), its launches
 interleaved with the tuned ones.  Writes bench/results/exec-validation.json.
+
+``--validate --testbed`` validates on the emulated multi-node machine that is up (``meshplan testbed up``,
+docs/testbed.md; 2 ranks per node): it calibrates across the nodes (sweep up to 16 MiB), synthesizes every
+program (size <= ``--max-size``, default 3) of every placement of axes 2,4 reducing axis 1 and axes 4,2
+reducing axis 0, runs them all in ``--passes`` (default 3) launches with rotated order, and reports Spearman's
+rho of the measured median against the calibrated simulator, the same simulator with one link per level (no
+per-collective links) and the flat bytes model, test-retest between launches, and top-1 / top-5 agreement
+(over programs, and over placements per problem).  Writes bench/results/exec-validation-testbed.json.
 """
 
 from __future__ import annotations
@@ -95,7 +103,12 @@ def main(argv=None) -> int:
     ap.add_argument("--passes", type=int, default=2, help="--validate: independent measurement passes (default 2)")
     ap.add_argument("--control", action="store_true",
                     help="--validate: also measure with MPICH's defaults (no throttle, no binding), interleaved")
+    ap.add_argument("--testbed", action="store_true",
+                    help="--validate across the testbed that is up (`meshplan testbed up`): calibrate there, "
+                         "then every program of every placement of axes 2,4 (reduce 1) and 4,2 (reduce 0)")
     args = ap.parse_args(argv)
+    if args.validate and args.testbed:
+        return validate_testbed(args)
     if args.validate:
         return validate(args)
     shape = System.parse("node=2,gpu=4" if args.quick else "node=4,gpu=4")
@@ -256,6 +269,8 @@ def _report(name: str, shape: System, axes, reduce, nbytes: int, cal: dict, per_
     one_link = [simulate(flat_link, pr.lowered, bytes_per_device=nbytes, chunks=len(pl.reduction_groups[0])).time_s
                 for pr in pl.programs]
     chunks = len(pl.reduction_groups[0])
+    pooled = [simulate(_strip_collectives(system), pr.lowered, bytes_per_device=nbytes, chunks=chunks).time_s
+              for pr in pl.programs]
     scaled = [_per_collective(system, shape, cal["calibration"], pr, nbytes, chunks) for pr in pl.programs]
     passes = len(per_pass)
     retest = [spearman(per_pass[a], per_pass[b]) for a in range(passes) for b in range(a + 1, passes)]
@@ -268,6 +283,7 @@ def _report(name: str, shape: System, axes, reduce, nbytes: int, cal: dict, per_
            "simulator vs median of passes": spearman(measured, simulated),
            "flat (bytes per rank only) vs median": spearman(measured, flat_bytes),
            "flat (one link for all levels) vs median": spearman(measured, one_link),
+           "simulator without per-collective links vs median": spearman(measured, pooled),
            "diagnostic: simulator x per-collective ratios vs median": spearman(measured, scaled)}
     spread = [max(c) / min(c) for c in zip(*per_pass)]
     return {"env": CONFIGS[name], "spearman": rho, "test_retest_pairs": retest, "simulator_per_pass": sim_single,
@@ -341,6 +357,122 @@ def validate(args) -> int:
         "repeat": repeat, "passes": passes, "placement": pl.matrix.tolist(), "seconds": t_all,
         "load_average_after": os.getloadavg(), "configs": reports}, indent=1) + "\n")
     print(f"wrote {VALIDATION_RESULTS}")
+    return 0
+
+
+TESTBED_RESULTS = RESULTS.with_name("exec-validation-testbed.json")
+
+
+def _strip_collectives(system: System) -> System:
+    """The calibrated system without its per-collective links: one fitted link per level for every collective."""
+    return System(tuple(Level(lv.name, lv.size, lv.links) for lv in system.levels), name=system.name)
+
+
+def _placement_best(items, times) -> dict:
+    """Per (problem, placement): the best time among its programs."""
+    best: dict = {}
+    for it, t in zip(items, times):
+        key = (it["problem"], it["placement"])
+        best[key] = min(best.get(key, float("inf")), t)
+    return best
+
+
+def _agreement(items, measured, model) -> dict:
+    """Top-1 and top-5 agreement of ``model`` with the measured times: over all programs (the model's best
+    program's measured time / the measured best; whether the measured best is among the model's five best)
+    and per problem over placements (the model's best placement's measured best / the measured best)."""
+    order = sorted(range(len(items)), key=lambda i: model[i])
+    best = min(measured)
+    out = {"top1_ratio": measured[order[0]] / best, "top5_has_best": measured.index(best) in order[:5],
+           "top5_best_ratio": min(measured[i] for i in order[:5]) / best, "placements": {}}
+    mp, sp = _placement_best(items, measured), _placement_best(items, model)
+    for prob in sorted({k[0] for k in mp}):
+        keys = [k for k in mp if k[0] == prob]
+        chosen = min(keys, key=lambda k: sp[k])
+        out["placements"][prob] = {"model_best": chosen[1], "measured_best": min(keys, key=lambda k: mp[k])[1],
+                                   "ratio": mp[chosen] / min(mp[k] for k in keys)}
+    return out
+
+
+def validate_testbed(args) -> int:
+    """``--validate --testbed``: calibrate across the testbed (largest message 16 MiB), synthesize every program
+    (up to ``--max-size``, default 3) of every placement of axes 2,4 reducing 1 and 4,2 reducing 0 on the
+    calibrated system, run them all in ``--passes`` (default 3) launches, each in an order rotated by 1/passes,
+    and compare the measured median (over launches) with the calibrated simulator, the same simulator without
+    its per-collective links, and the flat bytes model; test-retest is launch against launch."""
+    from meshplan.exec.testbed import Topology, current, on_testbed
+
+    topo = Topology.from_dict(current()["topology"])
+    ppn = 2
+    levels = ([f"rack={topo.racks}", f"node={topo.nodes // topo.racks}"] if topo.racks > 1 else [f"node={topo.nodes}"])
+    shape = System.parse(",".join(levels + [f"gpu={ppn}"]))
+    n = shape.num_devices
+    nbytes = parse_bytes(args.bytes if args.bytes != "1MiB" else "16MiB")
+    repeat, max_size = args.repeat or 3, args.max_size or 3
+    passes = 3 if args.passes == 2 else args.passes  # --passes defaults to 2 for the one-machine validation
+    load0 = os.getloadavg()
+    t0 = time.perf_counter()
+    with on_testbed(n, shape):
+        cal = calibrate(shape, nbytes=16 << 20, iters=3, timeout_s=3000)
+    system = cal["system"]
+    pooled = _strip_collectives(system)
+    items, specs = [], []
+    for prob, (axes, reduce) in enumerate((((2, 4), (1,)), ((4, 2), (0,)))):
+        study = solve_placement(system, axes, reduce, max_size=max_size, bytes_per_device=nbytes)
+        for pl in study.placements:
+            k = len(pl.reduction_groups[0])
+            for pr in pl.programs:
+                items.append({"problem": f"axes {','.join(map(str, axes))} reduce {reduce[0]}", "placement":
+                              str(pl.matrix.tolist()), "text": str(pr.program), "simulated_s": pr.time.time_s,
+                              "pooled_s": simulate(pooled, pr.lowered, bytes_per_device=nbytes, chunks=k).time_s})
+                specs.append(ProgramSpec(f"i{len(specs)}", pr.lowered, pl.reduction_groups))
+    P = len(specs)
+    per_pass, runs = [], {}
+    for k in range(passes):
+        order = list(range(P))[k * P // passes:] + list(range(P))[:k * P // passes]
+        with on_testbed(n, shape):
+            out = run_programs([specs[i] for i in order], np=n, nbytes=nbytes, repeats=repeat, dtype="float32",
+                               timeout_s=6000)
+        by = {r.name: r for r in out}
+        runs = runs or by
+        bad = [r.name for r in out if not r.verified]
+        if bad:
+            print(f"UNVERIFIED in pass {k}: {bad[:5]}", file=sys.stderr)
+        per_pass.append([by[s.name].time_median_s for s in specs])
+    measured = [statistics.median(c) for c in zip(*per_pass)]
+    models = {"calibrated simulator (per-collective links)": [it["simulated_s"] for it in items],
+              "calibrated simulator, one link per level": [it["pooled_s"] for it in items],
+              "flat bytes model (bytes handed to MPI per rank)": [max(runs[s.name].bytes_per_rank) for s in specs]}
+    retest = [spearman(per_pass[a], per_pass[b]) for a in range(passes) for b in range(a + 1, passes)]
+    rho = {name: spearman(measured, m) for name, m in models.items()}
+    rho_single = {name: statistics.fmean(spearman(pp, m) for pp in per_pass) for name, m in models.items()}
+    agree = {name: _agreement(items, measured, m) for name, m in models.items()}
+    secs, load1 = time.perf_counter() - t0, os.getloadavg()
+    t = topo
+    print(f"testbed: {t.nodes} nodes x {ppn} ranks ({shape.short()}), links {t.to_dict()['link']}"
+          + (f", {t.racks} racks, uplink {t.to_dict()['uplink']}" if t.racks > 1 else "")
+          + f"; {P} programs (max size {max_size}), {nbytes} B float32 per rank, median of {repeat} runs per "
+          f"launch, {passes} launches (order rotated); {secs:.0f} s; load average before "
+          f"{', '.join(f'{x:.1f}' for x in load0)}, after {', '.join(f'{x:.1f}' for x in load1)}")
+    print(f"{'Spearman rho with the measured median':52} {'median':>7} {'1 launch':>9} {'top1':>6} {'top5':>5} "
+          f"{'best placement ratio per problem':>34}")
+    for name in models:
+        a = agree[name]
+        pls = ", ".join(f"{v['ratio']:.3f}" for v in a["placements"].values())
+        print(f"{name:52} {rho[name]:7.3f} {rho_single[name]:9.3f} {a['top1_ratio']:6.3f} "
+              f"{'yes' if a['top5_has_best'] else 'no':>5} {pls:>34}")
+    print(f"{'test-retest (launch vs launch)':52} {statistics.fmean(retest):17.3f}  pairs "
+          + ", ".join(f"{x:.3f}" for x in retest))
+    TESTBED_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    TESTBED_RESULTS.write_text(json.dumps({
+        "testbed": t.to_dict(), "system": shape.short(), "bytes": nbytes, "repeat": repeat, "passes": passes,
+        "max_size": max_size, "seconds": secs, "load_average_before": load0, "load_average_after": load1,
+        "spearman_median": rho, "spearman_one_launch": rho_single, "test_retest": retest, "agreement": agree,
+        "calibrated_system": system.to_dict(), "calibration": cal["calibration"],
+        "programs": [{**it, "measured_s": measured[i], "launch_s": [pp[i] for pp in per_pass],
+                      "bytes_per_rank": list(runs[specs[i].name].bytes_per_rank),
+                      "verified": runs[specs[i].name].verified} for i, it in enumerate(items)]}, indent=1) + "\n")
+    print(f"wrote {TESTBED_RESULTS}")
     return 0
 
 

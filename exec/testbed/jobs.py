@@ -30,7 +30,7 @@ def current() -> dict[str, Any]:
     doc = state()
     if doc is None:
         raise ModelError("no testbed is up: start one with `meshplan testbed up --nodes N --link RATE,DELAY` "
-                         "(meshplan.testbed_up)", param="testbed")
+                         "(Python: meshplan.api.testbed.testbed_up)", param="testbed")
     return doc
 
 
