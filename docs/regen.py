@@ -70,8 +70,9 @@ def _run(cmd: str, scratch: Path) -> str:
     return proc.stdout
 
 
-def regenerate(page: Path, *, mpi: bool) -> tuple[str, list[str]]:
-    """The page's new text and the commands whose samples were regenerated."""
+def regenerate(page: Path, *, mpi: bool, outputs: list | None = None) -> tuple[str, list[str]]:
+    """The page's new text and the commands whose samples were regenerated; ``outputs`` (a list), when given,
+    receives ``(words, stdout)`` of every command run."""
     text = page.read_text()
     scratch = Path(tempfile.mkdtemp(prefix="meshplan-docs-"))
     (scratch / "examples").symlink_to(ROOT / "examples")
@@ -89,7 +90,10 @@ def regenerate(page: Path, *, mpi: bool) -> tuple[str, list[str]]:
             for w in words:
                 skipped_outputs.update(w[k + 1] for k, a in enumerate(w[:-1]) if a in ("-o", "--export"))
             return m.group(0)
-        new = [_run(c, scratch) for c in joined][-1]  # the earlier commands make its input files
+        printed = [_run(c, scratch) for c in joined]
+        if outputs is not None:
+            outputs.extend(zip(words, printed))
+        new = printed[-1]  # the earlier commands make its input files
         if not output.strip() or "…" in output or re.search(r"^\$ ", output, re.M):
             return m.group(0)  # no output shown, an excerpt, or a session with other commands: kept as written
         done.extend(joined)
