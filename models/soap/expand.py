@@ -65,7 +65,7 @@ def _producers(program: Program, values: tuple[tuple[str, int], ...]):
 
     tr = build_trace(program, dict(values), limit=200_000)
     el, wr, inst = stream(tr, loop_order(tr))
-    prod, _ = producers(el, wr, inst)
+    prod = producers(el, wr, inst)[0] if el.size else np.zeros(0, dtype=np.int64)
     return tr, el, wr, inst, prod
 
 

@@ -7,9 +7,10 @@ within a halo of ``τ`` extra cells per dimension (``τ = 2`` for a 3-point sten
 subcomputation with a dominator of ``X`` vertices is a pyramid, not a rectangle: a base of
 ``w^d = X`` loaded vertices carries layers of width ``w − τh`` for ``h = 1, 2, …``, so
 
-    χ(X) ≤ Σ_{h ≥ 1} (w − τh)^d ≤ ∫_0^{w/τ} (w − τh)^d dh = X^{(d+1)/d} / (τ(d+1))
+    Σ_{h ≥ 1} (w − τh)^d ≤ ∫_0^{w/τ} (w − τh)^d dh = X^{(d+1)/d} / (τ(d+1))
 
-(plus a linear term for flat tiles, see :func:`pyramid_chi`).
+for a cube, and ``(d!)^{1/d}`` times that for the cross-polytope or simplex a stencil along the
+axes allows (see :func:`pyramid_chi`; plus a linear term for flat tiles).
 (1-D, 3-point: χ = X²/4, X0 = 2S, ρ = S and jacobi-1d's ``2NT/S``; the rectangle model solved
 exactly would give X²/8 and twice that bound, which the method does not support.)  This module
 recognizes such subgraphs structurally and returns that χ; everything else is left to
@@ -68,13 +69,23 @@ def pyramid_shape(problem: SubProblem) -> tuple[int, int] | None:
 
 
 def pyramid_chi(d: int, tau: int, layers: int):
-    """``(χ(X), X0, ρ(S), W)``: χ = X^{(d+1)/d}/(τ(d+1)) + k·X, X0 = (d+1)S.
+    """``(χ(X), X0, ρ(S), W)``: χ = (d!)^{1/d}·X^{(d+1)/d}/(τ(d+1)) + k·X, X0 = (d+1)S.
+
+    The base need not be a cube: a stencil that reads its neighbours along the axes only (the
+    5-point jacobi-2d, the 7-point heat-3d) lets a layer shrink by a cross-polytope, and a
+    one-sided one by a simplex corner.  Both hold ``(2r)^d/d!`` (resp. ``L^d/d!``) cells for
+    the same shrink per layer as a cube of width ``2r`` (``L``), so with ``X`` loaded base cells
+    they carry ``(d!)^{1/d}`` times the cube's volume: a 5-point diamond of radius 3 computes
+    19 vertices from 25 loaded ones, a 5×5 square 10.  The cube alone (the earlier
+    ``X^{(d+1)/d}/(τ(d+1))``) is therefore no upper bound on χ for d ≥ 2, and the bound it gave
+    for jacobi-2d and heat-3d (1.15× and 1.26× the published entries) was not supported.  The
+    factor is 1 for d = 1 (jacobi-1d keeps ``2NT/S``).
 
     The linear term covers flat subcomputations too small to be pyramids (one time step of
     the ``k = layers`` statements over a tile whose halo is cheap in the access model); it
     changes only lower-order terms."""
     W = sp.Rational(d + 1, d)
-    chi = X ** W / (tau * (d + 1)) + layers * X
+    chi = sp.factorial(d) ** sp.Rational(1, d) * X ** W / (tau * (d + 1)) + layers * X
     X0 = (d + 1) * S
     rho = simplified(chi.subs(X, X0) / (X0 - S))
     return chi, X0, rho, Fraction(d + 1, d)
