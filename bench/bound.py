@@ -2,6 +2,10 @@
 
     python bench/bound.py [--quick] [--markdown] [--no-schedule] [--only gemm,lu]
     python bench/bound.py --cli 3
+    python bench/bound.py --entries [--markdown]
+
+``--entries``: only each kernel's leading term beside its published SOAP entry and their ratio at the
+large sizes (analysis only; bench/results/bound-entries.json).
 
 ``--cli RUNS``: only the wall time of ``meshplan bound FILE`` per example in a fresh interpreter (best and
 median of RUNS round-robin runs, beside a fixed calibration loop, and the imports alone as the fixed
@@ -144,6 +148,57 @@ def cli_times(runs: int, only: set[str] | None = None) -> int:
     return 0
 
 
+def entries(only: set[str], markdown: bool) -> int:
+    """Leading term against the published entry (``THESIS``) per kernel: ``leading/entry`` at the large sizes
+    of ``sizes_for`` (both leading terms, so lower-order terms do not blur the comparison)."""
+    import sympy as sp
+
+    from meshplan.models.loops.program import sym
+    from meshplan.models.soap import parse_file
+    from meshplan.solvers.soap.bound import analyze
+    from meshplan.solvers.soap.chi import S
+
+    rows = []
+    for path in sorted((ROOT / "examples" / "loops").glob("*.py"), key=lambda p: p.stem):
+        if only and path.stem not in only:
+            continue
+        for prog in parse_file(str(path)):
+            t0 = time.perf_counter()
+            res = analyze(prog)
+            secs = time.perf_counter() - t0
+            vals = sizes_for(prog.params)
+            subs = {sym(k): v for k, v in vals.items() if k != "S"}
+            subs[S] = vals["S"]
+            lead = float(sp.N(res.leading.subs(subs)))
+            entry = THESIS.get(path.stem)
+            ratio = None
+            if entry:
+                e = sp.sympify(entry, locals={**{k: sym(k) for k in prog.params}, "S": S})
+                ratio = lead / float(sp.N(e.subs(subs)))
+            rows.append({"kernel": path.stem, "entry": entry, "leading_term": str(res.leading), "ratio": ratio,
+                         "seconds": round(secs, 3), "sizes": vals})
+            r = f"{ratio:.3f}" if ratio is not None else "-"
+            print(f"{path.stem:20s} {secs:6.2f}s  {str(res.leading):44s} entry {entry or '-':36s} ratio {r}",
+                  flush=True)
+    out = ROOT / "bench" / "results" / "bound-entries.json"
+    out.write_text(json.dumps({"rows": rows, "load": _load()}, indent=1))
+    print(f"wrote {out.relative_to(ROOT)}")
+    if markdown:
+        print("\n| kernel | published SOAP entry | meshplan leading term | meshplan / entry | analysis (s) |")
+        print("|---|---|---|---|---|")
+        for r in rows:
+            ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
+            print(f"| {r['kernel']} | `{r['entry'] or '-'}` | `{r['leading_term']}` | {ratio} | {r['seconds']:.2f} |")
+    return 0
+
+
+def _load() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cli", type=int, metavar="RUNS", default=0,
@@ -157,10 +212,16 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="", help="comma-separated kernels to run (default: all)")
     ap.add_argument("--schedule-only", action="store_true",
                     help="one (cold) analysis and the schedule column; no CP-SAT tiles at the large sizes")
+    ap.add_argument("--entries", action="store_true",
+                    help="only the leading term of every kernel beside its published SOAP entry (their ratio at "
+                         "sizes 4096, time steps 1024, S = 65536) and the analysis time; with --markdown the "
+                         "docs/bound.md table")
     args = ap.parse_args(argv)
     only = {k for k in args.only.split(",") if k}
     if args.cli:
         return cli_times(args.cli, only)
+    if args.entries:
+        return entries(only, args.markdown)
 
     import sympy as sp
 
