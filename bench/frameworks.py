@@ -1,6 +1,6 @@
 """Benchmark: meshplan's redistribution inside PyTorch and JAX against the frameworks' own planners.
 
-    python bench/frameworks.py [--quick] [--cost wire|paper] [--no-torch] [--no-jax]
+    python bench/frameworks.py [--quick] [--cost wire|paper] [--no-torch] [--no-jax] [--reductions]
 
 On the seeded family of redistribution problems (meshplan.api.framework_family: 2-D and 3-D arrays, meshes of
 4 and 8 devices with 2-3 axes, transposes, moves between mesh axes, both orders of several axes on one
@@ -31,6 +31,16 @@ from _common import print_table, write_results  # noqa: E402
 from meshplan.api.framework_family import framework_family  # noqa: E402
 
 
+#: three schedules, one with two reduction axes: every program runs in both frameworks with --reductions
+SCHEDULES = (("node=2,gpu=2", "2,2", "0,1"), ("node=2,gpu=2", "4", "0"), ("node=2,gpu=4", "2,4", "1"))
+
+
+def _devices(schedule) -> int:
+    import math
+
+    return math.prod(int(part.split("=")[1]) for part in schedule[0].split(","))
+
+
 def _summary(records: list[dict], baseline: str) -> dict:
     rows = [r for r in records if baseline in r]
     le_b = sum(r["meshplan"]["sent_bytes"] <= r[baseline]["sent_bytes"] for r in rows)
@@ -57,6 +67,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cost", choices=("wire", "paper"), default="wire", help="what meshplan's search minimises")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-jax", action="store_true")
+    ap.add_argument("--reductions", action="store_true",
+                    help="also every program of three schedules by meshplan.torch.all_reduce and meshplan.jax.psum "
+                         "against the frameworks' all-reduce (the JAX half compiles for minutes)")
     args = ap.parse_args(argv)
     family = framework_family()
     if args.quick:
@@ -65,11 +78,18 @@ def main(argv=None) -> int:
     if not args.no_torch:
         from meshplan.torch.compare import WAYS, compare
 
-        records = []
+        records, reductions = [], []
         for n in (4, 8):
             part = [p for p in family if p.devices == n]
-            if part:
-                records += compare(part, n, cost=args.cost)
+            scheds = tuple(s for s in SCHEDULES if _devices(s) == n) if args.reductions else ()
+            if part or scheds:
+                rec, red = compare(part, n, cost=args.cost, reductions=scheds, with_reductions=True)
+                records += rec
+                reductions += red
+        if args.reductions:
+            out["torch_all_reduce"] = reductions
+            print(f"meshplan.torch.all_reduce: {sum(r['equal'] for r in reductions)} of {len(reductions)} programs "
+                  "equal dist.all_reduce over the reduction group")
         print(f"PyTorch {__import__('torch').__version__} (gloo): bytes sent / peak per rank (max over ranks)")
         _table(records, WAYS)
         out["torch"] = {"records": records, "summary": [_summary(records, b) for b in WAYS[1:]]}
@@ -85,6 +105,12 @@ def main(argv=None) -> int:
         _table(records, ("meshplan", "xla"))
         out["jax"] = {"records": records, "summary": [_summary(records, "xla")],
                       "not_expressible": [str(p) for p in family if p not in expressible]}
+        if args.reductions:
+            from meshplan.jax.compare import compare_psum
+
+            reds = compare_psum(SCHEDULES)
+            out["jax_psum"] = reds
+            print(f"meshplan.jax.psum: {sum(r['equal'] for r in reds)} of {len(reds)} programs equal lax.psum")
     print("\nsummary (meshplan against each baseline; holds = <= bytes and peak on all, fewer bytes on >= half)")
     rows = [[fw, s["baseline"], s["problems"], s["equal_results"], s["bytes_le"], s["bytes_lt"], s["peak_le"],
              s["peak_lt"], s["holds"]] for fw in ("torch", "jax") if fw in out for s in out[fw]["summary"]]

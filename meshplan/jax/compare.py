@@ -66,19 +66,64 @@ def _child(specs: list[dict], cost: str) -> list[dict]:
     return out
 
 
-def compare(problems, *, cost: str = "wire", devices: int = 8, timeout_s: float = 900.0) -> list[dict]:
-    """Run the problems JAX can express (sizes divisible by their axes) in one process on ``devices`` fake CPU
-    devices; one record per problem (``problem`` is its ``str``)."""
-    specs = [{"name": str(p), "mesh": [list(m) for m in p.mesh], "shape": list(p.shape),
-              "src": [list(d) for d in p.src], "dst": [list(d) for d in p.dst]} for p in problems]
+def _psum_child(jobs: list) -> list[dict]:
+    """Every program (or the first ``limit`` of each placement) of every schedule, by meshplan.jax.psum inside
+    one jitted ``shard_map`` per placement, against ``lax.psum`` over the reduction axes' level axes."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    import meshplan
+    from meshplan.jax.reduce import level_axes, level_mesh, psum
+
+    out = []
+    for system, axes, reduce, limit in jobs:
+        plan = meshplan.solve_placement(system, axes, reduce)
+        for i, pl in enumerate(plan.study.placements):
+            progs = [plan.program(i, j) for j in range(len(pl.programs))][:limit]
+            mesh = level_mesh(progs[0])
+            names = tuple(a for a, _ in level_axes(progs[0]))
+            red = tuple(a for a in names if int(a.split("_")[0][1:]) in progs[0].reduce)
+            x = jnp.arange(mesh.size * 37, dtype=jnp.int32).reshape(mesh.size, 37) * 7 - 100
+
+            def body(v, progs=progs, red=red):
+                ref = jax.lax.psum(v, red)
+                return jnp.stack([jnp.all(psum(v, p) == ref) for p in progs])[None]
+            ok = np.asarray(jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(names), out_specs=P(names),
+                                                  check_vma=False))(x)).all(axis=0)
+            out += [{"schedule": f"{system} axes {axes} reduce {reduce}", "placement": i, "program": j,
+                     "equal": bool(o)} for j, o in enumerate(ok)]
+    return out
+
+
+def compare_psum(schedules, *, limit: int | None = None, devices: int = 8, timeout_s: float = 3600.0) -> list[dict]:
+    """Every program (at most ``limit`` per placement) of the schedules ``(system, axes, reduce)`` by
+    meshplan.jax.psum against ``lax.psum``, in one process on ``devices`` fake CPU devices."""
+    jobs = [[s, a, r, limit] for s, a, r in schedules]
+    return _run(jobs, ["psum"], devices, timeout_s)
+
+
+def _run(payload, args: list[str], devices: int, timeout_s: float):
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu",
                TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, "-m", "meshplan.jax.compare", cost], input=json.dumps(specs), env=env,
-                          capture_output=True, text=True, timeout=timeout_s)
+    proc = subprocess.run([sys.executable, "-m", "meshplan.jax.compare", *args], input=json.dumps(payload),
+                          env=env, capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode:
         raise RuntimeError("the jax comparison failed: " + proc.stderr[-2000:])
     return json.loads(proc.stdout)
 
 
+def compare(problems, *, cost: str = "wire", devices: int = 8, timeout_s: float = 900.0) -> list[dict]:
+    """Run the problems JAX can express (sizes divisible by their axes) in one process on ``devices`` fake CPU
+    devices; one record per problem (``problem`` is its ``str``)."""
+    specs = [{"name": str(p), "mesh": [list(m) for m in p.mesh], "shape": list(p.shape),
+              "src": [list(d) for d in p.src], "dst": [list(d) for d in p.dst]} for p in problems]
+    return _run(specs, [cost], devices, timeout_s)
+
+
 if __name__ == "__main__":
-    json.dump(_child(json.load(sys.stdin), sys.argv[1]), sys.stdout)
+    if sys.argv[1] == "psum":
+        json.dump(_psum_child(json.load(sys.stdin)), sys.stdout)
+    else:
+        json.dump(_child(json.load(sys.stdin), sys.argv[1]), sys.stdout)

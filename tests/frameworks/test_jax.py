@@ -53,3 +53,18 @@ def test_reshard_refuses_what_jax_cannot_express():
             "except ModelError as e:\n    print(e.param, e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.startswith("sharding dimension 1 of size 6 is not divisible by 4"), out.stderr[-500:]
+
+
+#: three schedules, one with two reduction axes (every program of each: bench/frameworks.py --reductions)
+SCHEDULES = (("node=2,gpu=2", "2,2", "0,1"), ("node=2,gpu=2", "4", "0"), ("node=2,gpu=4", "2,4", "1"))
+
+
+@pytest.mark.slow
+def test_psum_equals_lax_psum_on_three_schedules():
+    """The first 4 programs of every placement of each schedule (every program takes minutes of XLA
+    compilation; the bench runs them all) inside shard_map over the level mesh, against lax.psum."""
+    from meshplan.jax.compare import compare_psum
+
+    records = compare_psum(SCHEDULES, limit=4)
+    assert len(records) == 4 * 2 + 4 + 3 + 4
+    assert [r for r in records if not r["equal"]] == []
