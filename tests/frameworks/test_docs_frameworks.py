@@ -1,4 +1,4 @@
-"""The two programs of docs/frameworks.md run as printed and print what the page says."""
+"""The programs of docs/frameworks.md run as printed and print what the page says."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def _example(name: str) -> tuple[str, list[str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,module", [("redistribute_torch.py", "torch"), ("reshard_jax.py", "jax")])
+@pytest.mark.parametrize("name,module", [("redistribute_torch.py", "torch"), ("reshard_jax.py", "jax"),
+                                         ("psum_jax.py", "jax")])
 def test_docs_example_runs_as_printed(tmp_path, name, module):
     pytest.importorskip(module)
     code, printed = _example(name)
