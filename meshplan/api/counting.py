@@ -34,7 +34,10 @@ class CountPlan(Value):
     """Counts of the most loaded process of one function (docs/count.md, JSON): per statement and in total
     (``iterations``), W, D, E_p and the available parallelism as expressions, ``bounds`` where a count is only
     bounded; ``values`` (evaluated at given parameter values) and ``verification`` (a :class:`CountRun`) when
-    asked for.  ``result`` holds the library's count with its sympy expressions."""
+    asked for.  ``methods`` names per statement how it was counted (``"barvinok"``: Barvinok's algorithm on its
+    quasi-affine domain; ``"closed form"``: the sums of thesis sections 2.3–2.5); ``cases`` holds Barvinok's
+    piecewise quasi-polynomials as ``{"count", "when"}`` rows.  ``result`` holds the library's count with its
+    sympy expressions."""
 
     function: str
     parameters: tuple[str, ...]
@@ -49,6 +52,8 @@ class CountPlan(Value):
     bounds: Mapping
     unknowns: tuple[str, ...]
     notes: tuple[str, ...]
+    methods: Mapping
+    cases: Mapping
     values: Mapping | None = optional_field()
     verification: CountRun | None = optional_field()
     result: Any = library_field()
@@ -87,7 +92,7 @@ def _plan_of(result) -> CountPlan:
     return CountPlan(doc["function"], tuple(doc["parameters"]), doc["rank"], freeze(doc["iterations"]),
                      freeze(doc["lines"]), doc["work"], doc["depth"], doc["efficiency"],
                      doc["available_parallelism"], doc["exact"], freeze(doc["bounds"]), tuple(doc["unknowns"]),
-                     tuple(doc["notes"]), result=result)
+                     tuple(doc["notes"]), freeze(doc["methods"]), freeze(doc["cases"]), result=result)
 
 
 def count_iterations(program: Any, *, function: str | None = None, procs: str = "p", rank: str | None = None,

@@ -10,6 +10,7 @@ runs every rank ``0 … p-1`` and reports the most loaded process (section 2.1, 
 from __future__ import annotations
 
 import math
+import operator
 from fractions import Fraction
 from typing import Callable
 
@@ -21,16 +22,30 @@ from meshplan.models.loops.control import Assign, Branch, Flow, Loop, Opaque, Wo
 __all__ = ["execute", "execute_ranks", "compile_expr"]
 
 Env = dict
+_RELATIONS = {sp.Lt: operator.lt, sp.Le: operator.le, sp.Gt: operator.gt, sp.Ge: operator.ge, sp.Eq: operator.eq,
+              sp.Ne: operator.ne}
 
 
 def compile_expr(e: sp.Basic) -> Callable[[Env], Fraction]:
     """A fast exact evaluator of an integer/rational sympy expression (``Fraction`` arithmetic)."""
+    if e is sp.true or e is sp.false:
+        truth = bool(e)
+        return lambda env: truth
     if isinstance(e, sp.Symbol):
         name = e.name
         return lambda env: env[name]
     if e.is_Integer or e.is_Rational:
         v = Fraction(int(e.p), int(e.q))
         return lambda env: v
+    if isinstance(e, sp.Piecewise):  # (value, condition) pairs: the first whose condition holds
+        pairs = [(compile_expr(v), compile_expr(c)) for v, c in e.args]
+
+        def piece(env):
+            for v, c in pairs:
+                if c(env):
+                    return v(env)
+            raise ModelError(f"no piece of {e} holds")
+        return piece
     args = [compile_expr(a) for a in e.args]
     if isinstance(e, sp.Add):
         return lambda env: sum((f(env) for f in args), Fraction(0))
@@ -48,6 +63,17 @@ def compile_expr(e: sp.Basic) -> Callable[[Env], Fraction]:
         return lambda env: Fraction(math.floor(args[0](env)))
     if isinstance(e, sp.ceiling):
         return lambda env: Fraction(math.ceil(args[0](env)))
+    if isinstance(e, sp.Mod):
+        return lambda env: Fraction(args[0](env) % args[1](env))
+    if isinstance(e, tuple(_RELATIONS)):
+        op = _RELATIONS[type(e)]
+        return lambda env: op(args[0](env), args[1](env))
+    if isinstance(e, sp.And):
+        return lambda env: all(f(env) for f in args)
+    if isinstance(e, sp.Or):
+        return lambda env: any(f(env) for f in args)
+    if isinstance(e, sp.Not):
+        return lambda env: not args[0](env)
     if isinstance(e, sp.Min):
         return lambda env: min(f(env) for f in args)
     if isinstance(e, sp.Max):
@@ -85,16 +111,33 @@ class _Run:
                 while all(self.ev(g) > 0 for g in nd.guard):
                     self.tick(nd.line)
                     self.block(nd.body)
+            elif isinstance(nd, Opaque) and nd.cond is not None and nd.symbol not in self.env:
+                if self.truth(nd.cond):  # an `if` on iteration variables: its own condition decides
+                    self.block(nd.body)
             elif isinstance(nd, Opaque):
                 reps = self.ev(sp.Symbol(nd.symbol))
                 for _ in range(int(reps)):
                     self.tick(nd.line)
                     self.block(nd.body)
             elif isinstance(nd, Branch):
-                cond = nd.cond.subs({sp.Symbol(k, integer=True): v for k, v in self.env.items()})
-                self.block(nd.then if bool(cond) else nd.orelse)
+                self.block(nd.then if self.truth(nd.cond) else nd.orelse)
             else:  # pragma: no cover - the model has no other node
                 raise ModelError(f"unknown node {nd!r}")
+
+    def truth(self, cond) -> bool:
+        """The value of a condition (relations joined by And/Or/Not) in the current state."""
+        if cond in (sp.true, sp.false):
+            return bool(cond)
+        if isinstance(cond, sp.And):
+            return all(self.truth(a) for a in cond.args)
+        if isinstance(cond, sp.Or):
+            return any(self.truth(a) for a in cond.args)
+        if isinstance(cond, sp.Not):
+            return not self.truth(cond.args[0])
+        op = _RELATIONS.get(type(cond))
+        if op is None:
+            raise ModelError(f"cannot execute condition {cond}")
+        return op(self.ev(cond.lhs), self.ev(cond.rhs))
 
     def tick(self, line: int) -> None:
         self.steps += 1

@@ -9,14 +9,17 @@ loop program (thesis chapter 2), evaluated and verified by execution on request.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import sympy as sp
 
 from meshplan.models.core.errors import ModelError
 from meshplan.models.core.limits import limit
-from meshplan.models.counting.execute import execute_ranks
+from meshplan.models.counting.execute import compile_expr, execute_ranks
 from meshplan.models.loops.control import Flow
+from meshplan.solvers.counting.affine import count_affine
 from meshplan.solvers.counting.analyze import count_flow, param_symbol, unknown_symbol
 from meshplan.solvers.counting.metrics import available_parallelism, depth, efficiency, rank_max, tidy, work
 from meshplan.solvers.counting.sums import Bnd
@@ -43,9 +46,14 @@ class CountResult:
     p: sp.Symbol
     notes: tuple[str, ...] = ()
     unknown_bounds: dict = field(default_factory=dict)
+    cases: dict | None = None
+    methods: dict | None = None
+    unknowns: tuple[str, ...] | None = None
 
     # -- W, D, E_p (section 2.1.1) ----------------------------------------------------------
     def _metrics(self, N: sp.Expr) -> dict:
+        if self.p.name not in {s.name for s in N.free_symbols}:  # no process count: sequential code
+            return {"work": N, "depth": N, "efficiency": 1 / self.p, "available_parallelism": sp.Integer(1)}
         W = work(N, self.p)
         D = depth(N, self.p)
         return {"work": W, "depth": D, "efficiency": efficiency(W, N, self.p),
@@ -70,6 +78,13 @@ class CountResult:
         if e is None:
             return None
         e = sp.sympify(e)
+        names, fast = _compiled(e)
+        if fast is not None and names <= set(values):
+            try:  # exact rational arithmetic, no sympy evaluation (fast on Barvinok's piecewise counts)
+                v = fast({k: Fraction(v) for k, v in values.items()})
+                return int(v) if v.denominator == 1 else float(v)
+            except (ModelError, ZeroDivisionError, TypeError):
+                pass
         rep = {s: sp.sympify(values[s.name]) for s in e.free_symbols if s.name in values}
         with sp.evaluate(False):
             v = e.xreplace(rep)
@@ -118,8 +133,11 @@ class CountResult:
             "available_parallelism": s(m["available_parallelism"]),
             "exact": self.exact,
             "bounds": {},
-            "unknowns": list(self.flow.unknowns) + [u for u in _unknowns(self) if u not in self.flow.unknowns],
+            "unknowns": list(self.flow.unknowns if self.unknowns is None else self.unknowns)
+            + [u for u in _unknowns(self) if u not in self.flow.unknowns],
             "notes": list(self.notes),
+            "methods": dict(self.methods or {st.name: "closed form" for st in self.statements}),
+            "cases": {k: [{"count": e, "when": c} for e, c in v.rows()] for k, v in (self.cases or {}).items()},
         }
         out["iterations"]["total"] = s(self.total.value)
         if m.get("depth") == sp.oo:
@@ -143,6 +161,18 @@ class CountResult:
                                       _num(self.evaluate(sp.sympify(b["upper"], locals=_loc(self)), values))]
             out["values"] = val
         return out
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(e: sp.Expr):
+    """The names ``e`` needs and an exact evaluator of ``e`` (None when it has logs or roots)."""
+    names = frozenset(s.name for s in e.free_symbols)
+    if e.has(sp.log, sp.exp) or not all(a.exp.is_Integer for a in e.atoms(sp.Pow)):
+        return names, None
+    try:
+        return names, compile_expr(e)
+    except ModelError:
+        return names, None
 
 
 def _numeric(e: sp.Expr) -> sp.Expr:
@@ -211,10 +241,29 @@ def parse_bounds(text: str) -> dict[str, tuple[sp.Expr, sp.Expr]]:
 
 
 def _analyze(flow: Flow, procs: str, bounds: dict) -> CountResult:
+    aff = count_affine(flow, procs) if flow.rank is None else None
+    if aff is not None and not aff.reasons:
+        return _affine_result(flow, procs, bounds, aff)
     raw = count_flow(flow)
     p = param_symbol(procs)
     exact = True
     notes = list(flow.notes) + raw.notes
+    methods = {w.name: "closed form" for w in flow.statements}
+    if aff is not None:  # Barvinok's exact counts where it applies, the closed forms elsewhere
+        rep = {param_symbol(x): _param(x, procs) for x in aff.params}
+        for name, c in aff.cases.items():
+            raw.counts[name] = Bnd.exact(c.expr)
+            methods[name] = "barvinok"
+        for name in raw.counts:
+            if methods[name] != "barvinok":
+                b = raw.counts[name]
+                raw.counts[name] = Bnd(None if b.value is None else b.value.xreplace(rep), b.lo.xreplace(rep),
+                                       b.hi.xreplace(rep))
+        left = {x.name for b in raw.counts.values() for e in (b.value, b.lo, b.hi) if e is not None
+                for x in e.free_symbols}
+        gone = set(aff.resolved) | {u for u in raw.opaque if u not in left}
+        notes = [n for n in notes if not any(f"counted as {u} " in n for u in gone)]
+        raw.opaque[:] = [u for u in raw.opaque if u not in gone]
     stmts = []
     rank = unknown_symbol(flow.rank) if flow.rank else None
 
@@ -251,7 +300,30 @@ def _analyze(flow: Flow, procs: str, bounds: dict) -> CountResult:
     if unknown:
         raise ModelError(f"bounds names {sorted(unknown)[0]}, which is not an unknown loop count of "
                          f"{flow.name} (unknowns: {', '.join(raw.opaque) or 'none'})", param="bounds")
-    return CountResult(flow, tuple(stmts), total, exact, p, tuple(notes), dict(bounds))
+    cases = None if aff is None else {k: c for k, c in aff.cases.items()}
+    return CountResult(flow, tuple(stmts), total, exact, p, tuple(notes), dict(bounds), cases=cases,
+                       methods=methods, unknowns=None if aff is None else
+                       tuple(u for u in flow.unknowns if u not in aff.resolved))
+
+
+def _affine_result(flow: Flow, procs: str, bounds: dict, aff) -> CountResult:
+    """Every statement counted by Barvinok's algorithm: exact piecewise quasi-polynomials."""
+    unknown = {u for u in bounds if u not in flow.unknowns or u in aff.resolved}
+    if unknown:
+        raise ModelError(f"bounds names {sorted(unknown)[0]}, which is not an unknown loop count of "
+                         f"{flow.name} (unknowns: none)", param="bounds")
+    notes = tuple(n for n in flow.notes if not any(f"counted as {u} " in n for u in aff.resolved))
+    stmts = tuple(StatementCount(w.name, w.line, w.text, Bnd.exact(aff.cases[w.name].expr))
+                  for w in flow.statements)
+    return CountResult(flow, stmts, Bnd.exact(aff.total), True, _param(procs, procs), notes, {},
+                       cases=dict(aff.cases),
+                       methods={w.name: "barvinok" for w in flow.statements},
+                       unknowns=tuple(u for u in flow.unknowns if u not in aff.resolved))
+
+
+def _param(name: str, procs: str) -> sp.Symbol:
+    """Parameters of Barvinok's counts are non-negative integers (the process count positive)."""
+    return param_symbol(name) if name == procs else unknown_symbol(name)
 
 
 def count_problem(problem) -> list[CountResult]:

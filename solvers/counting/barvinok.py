@@ -1,0 +1,272 @@
+"""Exact counts of quasi-affine iteration domains with Barvinok's algorithm (islpy-barvinok).
+
+Barvinok's algorithm counts the integer points of a parametric polytope as a piecewise quasi-polynomial in
+the parameters (Verdoolaege, Seghir, Beyls, Loechner, Bruynooghe, "Counting integer points in parametric
+polytopes using Barvinok's rational functions", Algorithmica 48(1), 2007; in isl as ``isl_set_card``).
+:func:`count_domains` turns each statement's :class:`~meshplan.models.counting.domains.Domain` into an isl
+set, counts it, and reads the answer back as :class:`Cases`: the pieces (a quasi-polynomial and the
+parameter domain where it holds) and a sympy ``Piecewise`` that is 0 outside them (empty domains count 0).
+Parameters are non-negative integers (the process count ``p`` at least 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import sympy as sp
+
+from meshplan.models.counting.domains import Domain, linear_form
+
+__all__ = ["is_available", "Cases", "count_domains", "isl_text"]
+
+
+def is_available() -> bool:
+    """True when islpy was built with Barvinok (the ``islpy-barvinok`` wheel)."""
+    try:
+        import islpy as isl
+    except ImportError:
+        return False
+    return hasattr(isl.Set, "card")
+
+
+@lru_cache(maxsize=None)
+def _param(name: str) -> sp.Symbol:
+    return sp.Symbol(name, integer=True, nonnegative=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Cases:
+    """A piecewise quasi-polynomial: ``pieces`` are ``(count, condition)`` pairs of sympy expressions with
+    disjoint conditions on the parameters; the count is 0 where none holds.  ``expr`` is the same as one
+    sympy expression (a plain quasi-polynomial when one piece holds for every parameter value)."""
+
+    pieces: tuple[tuple[sp.Expr, sp.Basic], ...]
+    expr: sp.Expr
+    text: str = ""
+
+    def rows(self) -> list[tuple[str, str]]:
+        """``(count, condition)`` as text, then ``("0", "otherwise")`` when the pieces do not cover all."""
+        out = [(str(e), str(c)) for e, c in self.pieces]
+        if not isinstance(self.expr, sp.Piecewise) or self.expr.args[-1][1] is not sp.true:
+            return out
+        if self.expr.args[-1][0] == 0:
+            out.append(("0", "otherwise"))
+        return out
+
+
+# -- sympy -> isl syntax ----------------------------------------------------------------------------
+def _aff(e: sp.Expr) -> str:
+    """A quasi-affine sympy expression in isl syntax: a linear form over atoms, ``(Σ k_a·a + k_0)/L``
+    with integers ``k`` (``L`` the common denominator), atoms printed recursively."""
+    lf = linear_form(e)
+    if lf is None:
+        raise ValueError(f"not quasi-affine: {e}")
+    terms, const = lf
+    den = sp.ilcm(*[c.q for c in terms.values()], const.q) if terms else const.q
+    parts = [f"{int(c * den)}*{_atom(a)}" for a, c in terms.items()]
+    if const != 0 or not parts:
+        parts.append(str(int(const * den)))
+    text = " + ".join(parts)
+    return f"({text})" if den == 1 else f"(({text})/{den})"
+
+
+def _atom(a: sp.Expr) -> str:
+    if a.is_Symbol:
+        return a.name
+    if isinstance(a, (sp.floor, sp.ceiling)):
+        return f"{'floor' if isinstance(a, sp.floor) else 'ceil'}({_aff(a.args[0])})"
+    if isinstance(a, (sp.Min, sp.Max)):
+        return f"{'min' if isinstance(a, sp.Min) else 'max'}({', '.join(_aff(x) for x in a.args)})"
+    if isinstance(a, sp.Mod) and a.args[1].is_Integer:
+        return f"({_aff(a.args[0])} mod {a.args[1]})"
+    raise ValueError(f"not quasi-affine: {a}")
+
+
+_OPS = {sp.Lt: "<", sp.Le: "<=", sp.Gt: ">", sp.Ge: ">=", sp.Eq: "=", sp.Ne: "!="}
+
+
+def _cond(c: sp.Basic) -> str:
+    if c is sp.true:
+        return "1 = 1"
+    if c is sp.false:
+        return "1 = 0"
+    if isinstance(c, sp.And):
+        return "(" + " and ".join(_cond(a) for a in c.args) + ")"
+    if isinstance(c, sp.Or):
+        return "(" + " or ".join(_cond(a) for a in c.args) + ")"
+    if isinstance(c, sp.Not):
+        return f"(not {_cond(c.args[0])})"
+    op = _OPS.get(type(c))
+    if op is None:
+        raise ValueError(f"not an affine condition: {c}")
+    return f"{_aff(c.lhs)} {op} {_aff(c.rhs)}"
+
+
+def isl_text(dom: Domain, params: tuple[str, ...], procs: str | None = None) -> str:
+    """The isl set of ``dom`` over ``params`` (all non-negative; ``procs`` at least 1)."""
+    conds = [f"{q} >= {1 if q == procs else 0}" for q in params]
+    conds += [_cond(c) for c in dom.constraints]
+    dims = ", ".join(s.name for s in dom.counters)
+    return f"[{', '.join(params)}] -> {{ [{dims}] : {' and '.join(conds) or '1 = 1'} }}"
+
+
+# -- isl -> sympy -------------------------------------------------------------------------------------
+def _val(v) -> sp.Rational:
+    if v.is_int():
+        return sp.Integer(v.to_python())
+    return sp.Rational(v.to_str())
+
+
+def _aff_sym(aff, names: list) -> sp.Expr:
+    import islpy as isl
+
+    out = [_val(aff.get_constant_val())]
+    for i, name in enumerate(names):
+        c = aff.get_coefficient_val(isl.dim_type.param, i)
+        if not c.is_zero():
+            out.append(sp.Mul(_val(c), _param(name), evaluate=False) if c.is_one() is False else _param(name))
+    for i in range(aff.dim(isl.dim_type.div)):
+        c = aff.get_coefficient_val(isl.dim_type.div, i)
+        if not c.is_zero():
+            out.append(sp.Mul(_val(c), _floor(_aff_sym(aff.get_div(i), names)), evaluate=False))
+    out = [a for a in out if a != 0] or [sp.Integer(0)]
+    return out[0] if len(out) == 1 else sp.Add(*out, evaluate=False)
+
+
+def _floor(e: sp.Expr) -> sp.Expr:
+    return sp.floor(e, evaluate=False)
+
+
+def _qp_sym(qp, names: list) -> sp.Expr:
+    import islpy as isl
+
+    terms = []
+    for t in qp.get_terms():
+        f = [_val(t.get_coefficient_val())]
+        for i, name in enumerate(names):
+            k = t.get_exp(isl.dim_type.param, i)
+            if k:
+                f.append(_param(name) ** k)
+        for i in range(t.dim(isl.dim_type.div)):
+            k = t.get_exp(isl.dim_type.div, i)
+            if k:
+                fl = _floor(_aff_sym(t.get_div(i), names))
+                f.append(fl if k == 1 else sp.Pow(fl, k, evaluate=False))
+        f = [x for x in f if x != 1] or [sp.Integer(1)]
+        terms.append(f[0] if len(f) == 1 else sp.Mul(*f, evaluate=False))
+    terms = terms or [sp.Integer(0)]
+    return terms[0] if len(terms) == 1 else sp.Add(*terms, evaluate=False)
+
+
+def _set_sym(s, names: list) -> sp.Basic:
+    ors = []
+    for bs in s.get_basic_sets():
+        ands = []
+        for con in bs.get_constraints():
+            a = _aff_sym(con.get_aff(), names)
+            ands.append(_relation(a, con.is_equality()))
+        ors.append(ands[0] if len(ands) == 1 else sp.And(*ands, evaluate=False))
+    return ors[0] if len(ors) == 1 else sp.Or(*ors, evaluate=False)
+
+
+def _relation(a: sp.Expr, equality: bool) -> sp.Basic:
+    """``a >= 0`` (or ``a = 0``) written with positive terms on each side: ``m - n - 1 >= 0`` -> ``m >= n + 1``."""
+    lhs, rhs = [], []
+    for t in sp.Add.make_args(a):
+        c, rest = t.as_coeff_Mul()
+        if c < 0:
+            rhs.append(rest if c == -1 else -c if rest == 1 else sp.Mul(-c, rest, evaluate=False))
+        else:
+            lhs.append(t)
+
+    def side(xs):
+        return sp.Integer(0) if not xs else xs[0] if len(xs) == 1 else sp.Add(*xs, evaluate=False)
+    return (sp.Eq if equality else sp.Ge)(side(lhs), side(rhs), evaluate=False)
+
+
+def _cases(pw, names: list, context) -> Cases:
+    pieces = []
+    for dom, qp in pw.get_pieces():
+        dom = dom.gist(context).compute_divs()
+        pieces.append((_readable(_qp_sym(qp, names)), _set_sym(dom, names)))
+    pieces = [(e, c) for e, c in pieces if c is not sp.false]
+    rest = context.subtract(pw.domain()) if pieces else context
+    covers = rest.is_empty()
+    if not pieces:
+        return Cases((), sp.Integer(0), pw.to_str())
+    if not covers:  # a piece that is 0 where no piece holds extends there: "n*(n - 1)/2" instead of cases
+        k = next((i for i, (e, _) in enumerate(pieces) if _vanishes(e, rest, names)), None)
+        if k is not None:
+            pieces = [p for i, p in enumerate(pieces) if i != k] + [pieces[k]]
+            covers = True
+    if len(pieces) == 1 and covers:
+        return Cases(((pieces[0][0], sp.true),), pieces[0][0], pw.to_str())
+    args = list(pieces)
+    if covers:
+        args[-1] = (args[-1][0], sp.true)
+        pieces[-1] = (pieces[-1][0], sp.Not(sp.Or(*[c for _, c in pieces[:-1]], evaluate=False), evaluate=False))
+    else:
+        args.append((sp.Integer(0), sp.true))
+    return Cases(tuple(pieces), sp.Piecewise(*args, evaluate=False), pw.to_str())
+
+
+def _readable(e: sp.Expr) -> sp.Expr:
+    """A polynomial factored (``n*(n - 1)/2``); a quasi-polynomial (with floors) as Barvinok gives it."""
+    if e.has(sp.floor):
+        return e
+    return sp.factor(sp.sympify(str(e), locals={s.name: s for s in e.free_symbols}))
+
+
+def _vanishes(e: sp.Expr, region, names: list, most: int = 64) -> bool:
+    """True when ``e`` is 0 at every point of ``region`` (a set of parameter values), proved by evaluating it
+    at each value of the parameters that are bounded in a basic set and expanding it in the others."""
+    import itertools
+
+    import islpy as isl
+
+    from meshplan.models.counting.execute import compile_expr
+
+    n = len(names)
+    syms = [_param(x) for x in names]
+    for bs in region.get_basic_sets():
+        flat = bs.move_dims(isl.dim_type.set, 0, isl.dim_type.param, 0, n)
+        ranges = {}
+        for i in range(n):
+            one = flat.project_out(isl.dim_type.set, i + 1, n - i - 1).project_out(isl.dim_type.set, 0, i)
+            if one.is_bounded():
+                lo, hi = one.lexmin().sample_point(), one.lexmax().sample_point()
+                a, b = (pt.get_coordinate_val(isl.dim_type.set, 0).to_python() for pt in (lo, hi))
+                ranges[i] = range(a, b + 1)
+        if not ranges or any(len(r) > most for r in ranges.values()):
+            return False
+        keys = sorted(ranges)
+        for combo in itertools.product(*[ranges[i] for i in keys]):
+            fixed = {syms[i]: sp.Integer(v) for i, v in zip(keys, combo)}
+            rest = e.xreplace(fixed)
+            if len(keys) == n:
+                if compile_expr(rest)({}) != 0:
+                    return False
+            elif sp.expand(sp.sympify(str(rest), locals={x: _param(x) for x in names})) != 0:
+                return False
+    return True
+
+
+def count_domains(domains: dict[str, Domain], params: tuple[str, ...], procs: str | None = None
+                  ) -> dict[str, Cases] | None:
+    """Per statement the :class:`Cases` of its domain's size; None when a domain is unbounded (a loop that
+    never stops for some parameter values).  (The total is the sum of these: adding them in isl multiplies
+    the pieces.)"""
+    import islpy as isl
+
+    names = list(params)
+    context = isl.Set(f"[{', '.join(names)}] -> {{ : " +
+                      " and ".join(f"{q} >= {1 if q == procs else 0}" for q in names) + " }") if names else \
+        isl.Set("{ : }")
+    out = {}
+    for name, dom in domains.items():
+        pw = isl.Set(isl_text(dom, params, procs)).card()
+        if "infty" in pw.to_str():
+            return None
+        out[name] = _cases(pw.coalesce(), names, context)
+    return out
