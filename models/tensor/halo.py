@@ -268,23 +268,25 @@ class _Coordinate:
 
 def _dimension_tables(parts: Sequence[int], g: Sequence[int], out_shape: Sequence[int],
                       window: Window) -> list[list[_Coordinate]]:
-    tables = []
-    for k, (p, n, m) in enumerate(zip(parts, g, out_shape)):
-        owned = [balanced_block(n, p, c) for c in range(p)]
-        starts, stops = [a for a, _ in owned], [b for _, b in owned]
-        row = []
-        for c in range(p):
-            o0, o1 = balanced_block(m, p, c)
-            s, pad = window.stride[k], window.padding[k]
-            # an empty output block gets a zero-length extended range (the other dimensions keep theirs, so
-            # the local arrays have the right shapes); nothing is needed then
-            ext = (o0 * s - pad, (o1 - 1) * s - pad + window.extent(k) if o1 > o0 else o0 * s - pad)
-            reads = read_runs(n, o0, o1, window, k) if o1 > o0 else ()
-            lo, hi = (reads[0][0], reads[-1][1]) if reads else (0, 0)
-            src_lo, src_hi = (bisect_right(stops, lo), bisect_left(starts, hi)) if hi > lo else (0, 0)
-            row.append(_Coordinate(owned[c], (o0, o1), ext, reads, src_lo, max(src_lo, src_hi)))
-        tables.append(row)
-    return tables
+    return [_dimension_row(k, p, n, m, window) for k, (p, n, m) in enumerate(zip(parts, g, out_shape))]
+
+
+def _dimension_row(k: int, p: int, n: int, m: int, window: Window) -> list[_Coordinate]:
+    """The coordinates of dimension ``k``: ``p`` parts of ``n`` inputs and ``m`` outputs."""
+    owned = [balanced_block(n, p, c) for c in range(p)]
+    starts, stops = [a for a, _ in owned], [b for _, b in owned]
+    row = []
+    for c in range(p):
+        o0, o1 = balanced_block(m, p, c)
+        s, pad = window.stride[k], window.padding[k]
+        # an empty output block gets a zero-length extended range (the other dimensions keep theirs, so
+        # the local arrays have the right shapes); nothing is needed then
+        ext = (o0 * s - pad, (o1 - 1) * s - pad + window.extent(k) if o1 > o0 else o0 * s - pad)
+        reads = read_runs(n, o0, o1, window, k) if o1 > o0 else ()
+        lo, hi = (reads[0][0], reads[-1][1]) if reads else (0, 0)
+        src_lo, src_hi = (bisect_right(stops, lo), bisect_left(starts, hi)) if hi > lo else (0, 0)
+        row.append(_Coordinate(owned[c], (o0, o1), ext, reads, src_lo, max(src_lo, src_hi)))
+    return row
 
 
 def source_counts(p: int, n: int, m: int, window: Window, k: int) -> np.ndarray:
@@ -292,6 +294,10 @@ def source_counts(p: int, n: int, m: int, window: Window, k: int) -> np.ndarray:
     coordinates' owned blocks meet the hull of the inputs its outputs read — :func:`_read_hull` and the
     bisection of :func:`_dimension_tables` vectorized over ``c`` (numpy), so a huge grid is refused in
     milliseconds.  Their product over dimensions, summed, is :func:`transfer_bound`."""
+    big = 2**60
+    if max(n, m, window.padding[k], window.extent(k), window.stride[k]) >= big // max(4, window.kernel[k]):
+        # beyond 64-bit integers: the exact Python arithmetic of the tables (p is small for such sizes)
+        return np.array([x.src_hi - x.src_lo for x in _dimension_row(k, p, n, m, window)], dtype=object)
     c = np.arange(p, dtype=np.int64)
     q, r = divmod(n, p)
     starts, stops = c * q + np.minimum(c, r), (c + 1) * q + np.minimum(c + 1, r)
