@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from meshplan.api.results import Result, value, freeze, library_field
 from meshplan.models.core.errors import ModelError
 
-__all__ = ["MESH_FORMATS", "DeviceMesh", "Mpi4pyProgram", "export_mesh", "export_mpi4py"]
+__all__ = ["MESH_FORMATS", "DeviceMesh", "Mpi4pyProgram", "export_mesh", "export_mpi4py", "export_torch"]
 
 #: the device-mesh formats of ``meshplan export``
 MESH_FORMATS = ("jax-mesh", "torch-mesh")
@@ -85,7 +85,30 @@ class Mpi4pyProgram(Result):
 
     def command(self, path: str) -> str:
         """The command that runs the program saved at ``path``."""
+        if self.format == "torch":
+            return f"python {path}"
         return f"mpiexec -n {self.np} python {path}"
+
+
+def export_torch(schedule: Any, *, placement: Any = 0, program: Any = 0,
+                 axis_names: Sequence[str] | str | None = None) -> Mpi4pyProgram:
+    """One reduction program of a schedule as a standalone PyTorch program: the placement's device mesh
+    (``DEVICE_ORDER``, ``device_mesh()``), the steps as data, ``all_reduce(tensor, groups)`` running them with
+    torch collectives on process groups made once (``make_groups()``), and a ``main`` that starts one gloo
+    process per device (``python prog.py``) and checks the result against ``dist.all_reduce``."""
+    from meshplan.exec.reduction.export import torch_script
+
+    mesh = export_mesh(schedule, "torch-mesh", placement=placement, axis_names=axis_names)
+    base = export_mpi4py(schedule, placement=placement, program=program)
+    from meshplan.schedule import load_schedule
+
+    sched = load_schedule(schedule)
+    pl, pr = sched.pick(placement, program)
+    head = base.text.split('"""')[1].splitlines()[2:]
+    head = head[:next((i for i, ln in enumerate(head) if ln.startswith("Run:")), len(head))]
+    text = torch_script(pr.lowered, pl.reduction_groups, device_order=mesh.to_json()["device_order"],
+                        axis_names=mesh.axis_names, header="\n".join(head).rstrip().splitlines())
+    return Mpi4pyProgram("torch", base.np, base.placement, base.program, text)
 
 
 def export_mpi4py(schedule: Any, *, placement: Any = 0, program: Any = 0) -> Mpi4pyProgram:

@@ -11,11 +11,12 @@ from meshplan.models.core.outputs import check_output_path, write_output
 __all__ = ["register", "run"]
 
 #: ``--format`` choices: a program, or a device mesh (``meshplan.api.export.MESH_FORMATS``)
-FORMATS = ("mpi4py", "jax-mesh", "torch-mesh")
+FORMATS = ("mpi4py", "torch", "jax-mesh", "torch-mesh")
 
 EXAMPLES = """\
 examples:
   meshplan export plan.json --format mpi4py -o reduce.py && mpiexec -n 8 python reduce.py
+  meshplan export plan.json --format torch -o reduce_torch.py && python reduce_torch.py
   meshplan export plan.json --format jax-mesh --axis-names data,model
   meshplan export plan.json --format torch-mesh --placement 1 --json
 """
@@ -24,10 +25,12 @@ examples:
 def register(sub) -> None:
     """Add the ``export`` verb."""
     p = sub.add_parser(
-        "export", help="write a schedule as an mpi4py program or as a jax/torch device mesh",
+        "export", help="write a schedule as an mpi4py or PyTorch program or as a jax/torch device mesh",
         description=(
             "mpi4py: a standalone program performing one reduction program of the schedule "
-            "(`mpiexec -n N python prog.py` runs it and checks its own result). jax-mesh / torch-mesh: "
+            "(`mpiexec -n N python prog.py` runs it and checks its own result). torch: the same program with "
+            "torch collectives beside the placement's device mesh (`python prog.py` starts one gloo process per "
+            "device and checks the result against torch's all_reduce). jax-mesh / torch-mesh: "
             "the placement's device order as the array to pass to jax.sharding.Mesh / "
             "torch.distributed.device_mesh.DeviceMesh, so the framework's axes land where meshplan "
             "placed them (docs/export.md)."),
@@ -53,16 +56,20 @@ def _write(text: str, output: str | None) -> None:
 def run(args) -> int:
     """``meshplan export``: :func:`~meshplan.api.export.export_mpi4py` or
     :func:`~meshplan.api.export.export_mesh`, written to ``-o`` or stdout."""
-    from meshplan.api.export import export_mesh, export_mpi4py
+    from meshplan.api.export import export_mesh, export_mpi4py, export_torch
 
     if args.output:
         check_output_path(args.output, what="-o file")  # before the work: a bad path costs nothing
-    if args.format == "mpi4py":
-        prog = export_mpi4py(args.schedule, placement=args.placement, program=args.program)
+    if args.format in ("mpi4py", "torch"):
+        if args.format == "torch":
+            prog = export_torch(args.schedule, placement=args.placement, program=args.program,
+                                axis_names=args.axis_names)
+        else:
+            prog = export_mpi4py(args.schedule, placement=args.placement, program=args.program)
         _write(prog.text, args.output)
         if args.output:
             if args.json:
-                print_json({"format": "mpi4py", "file": args.output, "np": prog.np,
+                print_json({"format": prog.format, "file": args.output, "np": prog.np,
                             "command": prog.command(args.output)})
             else:
                 print(f"wrote {args.output}; run it with: {prog.command(args.output)}")
