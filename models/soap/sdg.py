@@ -347,8 +347,30 @@ def internal_reads(arr: str, cs: list[Component], terms: list[Term], comps: list
             parts.append(dims)
             notes.append(f"{c.stmt}: read {access_text(c.access)} touches elements of {arr} the tile's writers "
                          f"need not compute: |{arr} written ∪ read| ≥ its largest part (section 5.5.3)")
+    parts = _undominated(parts)
     out = list(terms)
+    label = f"{term.label} ∪ " + " ∪ ".join(access_text(c.access) for c in cs)
     if len(parts) > 1:
-        out[own[0]] = Term(arr, "union", (), (), parts=tuple(parts),
-                           label=f"{term.label} ∪ " + " ∪ ".join(access_text(c.access) for c in cs))
+        out[own[0]] = Term(arr, "union", (), (), parts=tuple(parts), label=label)
+    elif parts[0] != term.dims:     # a read's box contains the written one: it is the union's size
+        out[own[0]] = Term(arr, "input", parts[0], (0,) * len(parts[0]), label=label)
     return out + extra
+
+
+def _undominated(parts: list) -> list:
+    """The parts of a union whose box is not a sub-box of another part's (every ``|D| ≥ 1``, so such a
+    part is never the largest: the max is unchanged, and :mod:`cases` splits fewer cases)."""
+    def inside(a, b) -> bool:
+        rest = list(b)
+        for d in a:
+            if d not in rest:
+                return False
+            rest.remove(d)
+        return True
+
+    out = []
+    for n, a in enumerate(parts):
+        if any(m != n and inside(a, b) and (not inside(b, a) or m < n) for m, b in enumerate(parts)):
+            continue
+        out.append(a)
+    return out
