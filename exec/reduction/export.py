@@ -327,6 +327,8 @@ def torch_script(program: LoweredProgram, reduction_groups: Sequence[Sequence[in
                         "import json\nimport os\nimport socket\nimport sys\nimport tempfile\nimport time\n\n"
                         "import numpy as np\nimport torch\nimport torch.distributed as dist\n"
                         "import torch.multiprocessing as mp\n")
+    data = data.replace("# how each collective behaves and which mpi4py method runs it",
+                        "# how each collective behaves (method: its MPI name; call() runs the torch one)")
     mesh = (f"\n# the placement as a device mesh: DEVICE_ORDER[i0][i1]... is the rank at those axis coordinates\n"
             f"DEVICE_ORDER = {json.dumps(device_order)}\nAXIS_NAMES = {tuple(axis_names)!r}\n\n\n"
             "def device_mesh(device_type=\"cpu\"):\n"
