@@ -10,16 +10,19 @@ ranks whose coordinates first differ at level ``j``:
 * the same *loaded*: every rank exchanges with its level-``j`` partner at once
   (``Sendrecv``), which is what the steps of a reduction program do;
 * every collective (Allreduce, Reduce_scatter_block, Allgather, Reduce, Bcast)
-  over the groups that vary only level ``j`` (all groups at once), ``nbytes``
-  per rank.
+  over groups that vary only level ``j``, swept as nccl-tests sweeps: message
+  sizes ``nbytes``, ``nbytes/4``, ``nbytes/16`` per rank; every group size that
+  divides the level; all groups at once and the first group alone.
 
-The system file gets one ``switch`` interconnect per level (one port per
-device, docs/simulator.md) whose latency and bandwidth are *fitted* so that the
-simulator reproduces the measured collectives of that level (least squares on
-relative errors; the loaded point-to-point values when no fit exists), and a
-``calibration`` section with every measurement next to what the simulator
+Each level gets the interconnect kind (``switch``: a port per device; ``nic``:
+one port per unit of the level) and, per collective, the latency and bandwidth
+that make the simulator (P2 §5) reproduce that collective's sweep (least squares
+on relative errors), written as the level's ``collectives``; the level's link
+carries a pooled fit (the loaded point-to-point values when nothing fits).  The
+``calibration`` section keeps every measurement next to what the simulator
 predicts from the calibrated file.  On one machine every level is shared
-memory; the levels are still measured separately (docs/calibrate.md).
+memory; the levels are still measured separately (docs/calibrate.md); across
+the emulated nodes of docs/testbed.md the outer levels cross shaped links.
 
 Run inside MPI as ``python -m meshplan.exec.reduction.calibrate JOB.json`` (a
 handler of the runtime's :func:`~meshplan.exec.runtime.rank.rank_main`; every

@@ -37,8 +37,10 @@ def _host_view() -> dict:
     netns = sorted(ln.split()[0] for ln in sh("ip", "netns", "list").splitlines() if ln.strip())
     links = sorted(ln.split(":")[1].strip() for ln in sh("ip", "-o", "link", "show").splitlines())
     qdiscs = sorted(" ".join(ln.split()[:5]) for ln in sh("tc", "qdisc", "show").splitlines())
+    # processes of this testbed: anything naming its namespaces, and hydra proxies started through a launcher
+    # (other jobs on the machine fork theirs)
     procs = sorted(ln for ln in sh("ps", "-eo", "args").splitlines()
-                   if "hydra_pmi_proxy" in ln or "mpt-" in ln)
+                   if "mpt-" in ln or ("hydra_pmi_proxy" in ln and "--launcher ssh" in ln))
     files = sorted(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else []
     return {"netns": [n for n in netns if n.startswith("mpt-")], "links": links, "qdiscs": qdiscs,
             "procs": procs, "files": [f for f in files if f.startswith("mpt-")]}
@@ -105,3 +107,55 @@ def test_bad_input_is_one_error_line(own_testbed):
                              text=True, timeout=60)
         assert out.returncode == 2 and out.stderr.startswith("error:") and words in out.stderr, out.stderr
         assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_calibrate_and_run_across_the_testbed(own_testbed, tmp_path):
+    """The loop of docs/testbed.md on 2 nodes × 2 ranks: calibrate across the links, plan on the calibrated
+    file, run every program across the links (verified, measured and simulated times)."""
+    _cli("testbed", "up", "--nodes", "2", "--link", "500Mbit")
+    cal = tmp_path / "cal.json"
+    doc = _cli("calibrate", "--testbed", "--system", "node=2,gpu=2", "--bytes", "4MiB", "--repeats", "1",
+               "-o", str(cal))
+    node = doc["levels"][0]
+    assert node["links"][0]["kind"] in ("nic", "switch") and set(node["collectives"]) <= {
+        "AllReduce", "ReduceScatter", "AllGather", "Reduce", "Broadcast"}
+    # 4 MiB between two nodes crosses the shaped link: 500 Mbit/s = 62.5 MB/s (the 256 KiB burst and timer
+    # slack allow a little more; on one machine without the testbed it is GB/s)
+    idle = doc["calibration"]["levels"][0]["idle"]
+    assert 0 < idle["bandwidth"] < 1.5 * 62.5e6
+    sched = tmp_path / "s.json"
+    out = subprocess.run([sys.executable, "-m", "meshplan", "solve", "placement", "--system", str(cal), "--axes",
+                          "2,2", "--reduce", "1", "--bytes", "256KiB", "--max-size", "2", "--export", str(sched)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    run = _cli("run", str(sched), "--testbed", "--bytes", "256KiB", "--repeats", "1", "--placement", "0",
+               "--program", "0,1,2")
+    assert run["programs"] and all(p["verified"] for p in run["programs"])
+    assert all(p["time_s"] > 0 and p["sim_time_s"] > 0 for p in run["programs"])
+
+
+def test_testbed_checks_the_system_against_its_nodes(own_testbed):
+    from meshplan.exec.testbed import Topology, check_system, parse_link, up
+    from meshplan.models.core.errors import ModelError
+    from meshplan.models.core.system import System
+
+    up(Topology(4, parse_link("1Gbit"), racks=2, uplink=parse_link("250Mbit")))
+    assert check_system(System.parse("rack=2,node=2,gpu=2"), 8) == 2
+    assert check_system(System.parse("rack=2,node=2,socket=2,core=2"), 16) == 4
+    for bad, np in (("node=4,gpu=2", 8), ("rack=4,node=1,gpu=2", 8), ("node=2,gpu=4", 8)):
+        with pytest.raises(ModelError, match="does not match the testbed"):
+            check_system(System.parse(bad), np)
+    with pytest.raises(ModelError, match="does not split evenly"):
+        check_system(None, 6)
+
+
+def test_links_parse_as_tc_writes_them():
+    from meshplan.exec.testbed import parse_link
+    from meshplan.models.core.errors import ModelError
+
+    assert parse_link("1Gbit,50us") == parse_link("1000mbit,0.05ms")
+    assert parse_link("1Gbit,50us").rate == 1e9 and parse_link("1Gbit,50us").delay == pytest.approx(50e-6)
+    assert parse_link("10MBps").rate == 80e6  # bytes per second, as tc reads "Bps"
+    for bad in ("", "fast", "1Gbit,soon", "1Gbit,1us,2", "10bit", "1Tbit"):
+        with pytest.raises(ModelError):
+            parse_link(bad)
