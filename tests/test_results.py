@@ -66,6 +66,7 @@ def _mpi_cases(schedule):
      lambda: mp.run_matmul(60, 50, 40, 4, repeats=1)),
     ("factor", ["factor", "cholesky", "64", "--np", "4", "--run", "--repeats", "1"],
      lambda: mp.run_factorization("cholesky", 64, 4, repeats=1, baselines=("2d",))),
+    ("testbed", ["testbed", "status"], lambda: __import__("meshplan.api.testbed", fromlist=["_"]).testbed_status()),
     ]
 
 
@@ -99,7 +100,7 @@ def test_result_fields_are_the_json_keys(index, schedule, tmp_path, capsys):
 
 @pytest.mark.mpi
 @pytest.mark.slow
-@pytest.mark.parametrize("index", range(6))
+@pytest.mark.parametrize("index", range(7))
 def test_run_result_fields_are_the_json_keys(index, schedule, capsys):
     verb, argv, api = _mpi_cases(schedule)[index]
     doc = _cli(capsys, argv)
