@@ -53,6 +53,81 @@ def run(quick: bool) -> list[dict]:
     return rows
 
 
+#: affine nests written as a user would (PolyBench-style kernels and the forms of docs/count.md)
+AFFINE = {
+    "gemm": "def gemm(NI, NJ, NK):\n    for i in range(NI):\n        for j in range(NJ):\n            for k in range(NK):\n                C[i, j] += A[i, k] * B[k, j]\n",
+    "syrk": "def syrk(N, M):\n    for i in range(N):\n        for j in range(i + 1):\n            for k in range(M):\n                C[i, j] += A[i, k] * A[j, k]\n",
+    "lu": "def lu(n):\n    for k in range(n):\n        for i in range(k + 1, n):\n            A[i, k] /= A[k, k]\n            for j in range(k + 1, n):\n                A[i, j] -= A[i, k] * A[k, j]\n",
+    "cholesky": "def cholesky(n):\n    for j in range(n):\n        for k in range(j):\n            A[j, j] -= A[j, k] * A[j, k]\n        A[j, j] = A[j, j] ** 0.5\n        for i in range(j + 1, n):\n            for k in range(j):\n                A[i, j] -= A[i, k] * A[j, k]\n            A[i, j] /= A[j, j]\n",
+    "durbin": "def durbin(N):\n    for k in range(1, N):\n        for i in range(k):\n            s += r[k - i - 1] * y[i]\n        for i in range(k):\n            z[i] = y[i] + a * y[k - i - 1]\n        for i in range(k):\n            y[i] = z[i]\n",
+    "trapezoid": "def trap(n, m):\n    for i in range(max(0, m - n), min(n, 2 * m)):\n        for j in range(max(i, m), n + m):\n            A[i, j] = 0\n",
+    "stride_inside": "def strided(n, m):\n    for i in range(n):\n        for j in range(i, n):\n            for k in range(j, m, 2):\n                A[k] += 1\n",
+    "sum_bound": "def sumb(n, m):\n    for i in range(n):\n        for j in range(m):\n            for k in range(i + j):\n                A[k] += 1\n",
+    "min_max": "def mm(n, m):\n    for i in range(n):\n        for j in range(max(0, i - m), min(i, m)):\n            A[j] += 1\n",
+    "steps": "def steps(n):\n    for i in range(0, n, 3):\n        for j in range(n, i, -2):\n            A[j] += 1\n",
+    "half": "def half(n):\n    for i in range(n):\n        for j in range(i // 2):\n            for k in range(0, j, 4):\n                A[k] += 1\n",
+    "guarded": "def guarded(n):\n    for i in range(n):\n        for j in range(n):\n            if (i + j) % 3 == 0 and i < j:\n                A[i, j] = 0\n",
+    "jacobi_2d": "def jacobi(T, n):\n    for t in range(T):\n        for i in range(1, n - 1):\n            for j in range(1, n - 1):\n                B[i, j] = A[i, j] + A[i - 1, j]\n        for i in range(1, n - 1):\n            for j in range(1, n - 1):\n                A[i, j] = B[i, j]\n",
+    "floyd": "def floyd(n):\n    for k in range(n):\n        for i in range(n):\n            for j in range(n):\n                D[i, j] = min(D[i, j], D[i, k] + D[k, j])\n",
+    "nussinov": "def nussinov(n):\n    for i in range(n - 1, -1, -1):\n        for j in range(i + 1, n):\n            for k in range(i + 1, j):\n                T[i, j] = T[i, k] + T[k, j]\n",
+    "while_step": "def ws(n, m):\n    i = 0\n    while i < n:\n        j = i\n        while j < n + m:\n            A[j] += 1\n            j += 3\n        i += 2\n",
+}
+
+
+def _generated(count: int) -> dict[str, str]:
+    """The first ``count`` nests of the property test's generator (tests/solvers/test_count_barvinok.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_gen", ROOT / "tests" / "solvers" / "test_count_barvinok.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return {f"gen{k}": mod.nest(k)[0].replace("def prog(", f"def gen{k}(") for k in range(count)}
+
+
+def _cpu(f, repeat: int) -> float:
+    """Median process CPU seconds of ``f()`` over ``repeat`` runs."""
+    import statistics
+
+    out = []
+    for _ in range(repeat):
+        t0 = time.process_time()
+        f()
+        out.append(time.process_time() - t0)
+    return statistics.median(out)
+
+
+def barvinok_rows(quick: bool) -> list[dict]:
+    """Per affine nest: meshplan's CPU (source -> plan with JSON; and the solver alone on the parsed loop
+    model) beside Barvinok's alone (isl_set_card of the same statement sets), medians of repeated runs."""
+    import islpy as isl
+
+    from meshplan import count_iterations
+    from meshplan.models.counting.domains import statement_domains
+    from meshplan.models.counting.problem import CountProblem
+    from meshplan.solvers.counting.affine import _params
+    from meshplan.solvers.counting.barvinok import isl_text
+    from meshplan.solvers.counting.count import count_problem
+
+    nests = dict(AFFINE)
+    nests.update(_generated(10 if quick else 60))
+    repeat = 3
+    count_iterations(AFFINE["gemm"])  # imports and sympy's first-use costs out of the figures
+    rows = []
+    for name, src in nests.items():
+        problem = CountProblem.of(src)
+        flow = problem.flows[0]
+        doms = statement_domains(flow)
+        texts = [isl_text(d, _params(flow, doms, "p"), "p") for d in doms.values() if not isinstance(d, str)]
+        bar = _cpu(lambda: [isl.Set(t).card() for t in texts], repeat)
+        front = _cpu(lambda: count_iterations(src).to_json(), repeat)
+        solver = _cpu(lambda: count_problem(problem)[0].to_json(), repeat)
+        res = count_problem(problem)[0]
+        rows.append({"nest": name, "statements": len(doms), "barvinok_ms": 1e3 * bar, "solver_ms": 1e3 * solver,
+                     "front_door_ms": 1e3 * front, "solver_ratio": solver / bar, "front_door_ratio": front / bar,
+                     "all_barvinok": set(res.methods.values()) == {"barvinok"}, "exact": res.exact})
+    return rows
+
+
 def markdown(rows: list[dict]) -> str:
     out = ["| example | N (most loaded process) | W = N(p=1) | D = N(p→∞) | E_p | available parallelism | exact | verified |",
            "|---|---|---|---|---|---|---|---|"]
@@ -67,7 +142,30 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="only four examples")
     ap.add_argument("--markdown", action="store_true", help="print the docs/count.md table")
+    ap.add_argument("--only", choices=("examples", "barvinok"), help="run one part only")
     args = ap.parse_args()
+    out = ROOT / "bench" / "results" / "count.json"
+    old = json.loads(out.read_text()) if out.exists() else {}
+    if args.only != "examples":
+        import os
+        import statistics
+
+        bars = barvinok_rows(args.quick)
+        print(f"{'nest':16s} {'stmts':>5s} {'Barvinok ms':>12s} {'solver ms':>10s} {'front door ms':>14s} "
+              f"{'solver/B':>9s} {'door/B':>7s}")
+        for r in bars:
+            print(f"{r['nest']:16s} {r['statements']:5d} {r['barvinok_ms']:12.2f} {r['solver_ms']:10.2f} "
+                  f"{r['front_door_ms']:14.2f} {r['solver_ratio']:9.2f} {r['front_door_ratio']:7.2f}")
+        med = {k: statistics.median(r[k] for r in bars) for k in ("barvinok_ms", "solver_ms", "front_door_ms",
+                                                                   "solver_ratio", "front_door_ratio")}
+        print(f"median over {len(bars)} nests: Barvinok {med['barvinok_ms']:.2f} ms, solver {med['solver_ms']:.2f} ms "
+              f"({med['solver_ratio']:.2f}x per nest), front door {med['front_door_ms']:.2f} ms "
+              f"({med['front_door_ratio']:.2f}x per nest); load {os.getloadavg()[0]:.1f}")
+        old["barvinok"] = {"rows": bars, "median": med, "load": os.getloadavg()[0]}
+        if args.only == "barvinok":
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(old, indent=2) + "\n")
+            return 0
     rows = run(args.quick)
     if args.markdown:
         print(markdown(rows))
@@ -75,9 +173,8 @@ def main() -> int:
         for r in rows:
             print(f"{r['example']:20s} {r['seconds']:6.2f}s  verified={r['verified']}  N = {r['N']}")
             print(f"{'':20s} W = {r['W']}   D = {r['D']}   parallelism = {r['parallelism']}")
-    out = ROOT / "bench" / "results" / "count.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"rows": rows}, indent=2) + "\n")
+    out.write_text(json.dumps({**old, "rows": rows}, indent=2) + "\n")
     return 0 if all(r["verified"] for r in rows) else 1
 
 

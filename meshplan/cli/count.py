@@ -76,6 +76,9 @@ def _print(rep: dict) -> None:
     for name, expr in rep["iterations"].items():
         b = rep["bounds"].get(name)
         text = expr if expr is not None else f"{b['lower']} .. {b['upper']}"
+        cases = rep.get("cases", {}).get(name, ())
+        if len(cases) > 1:  # Barvinok's piecewise quasi-polynomial: one line per case
+            text = "\n".join(f"{c['count']}   if {c['when']}" for c in cases)
         row = [name, str(rep["lines"].get(name, "")), text]
         if vals:
             v = vals.get(name)

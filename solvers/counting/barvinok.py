@@ -12,6 +12,7 @@ Parameters are non-negative integers (the process count ``p`` at least 1).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 
 import sympy as sp
@@ -47,7 +48,7 @@ class Cases:
 
     def rows(self) -> list[tuple[str, str]]:
         """``(count, condition)`` as text, then ``("0", "otherwise")`` when the pieces do not cover all."""
-        out = [(str(e), str(c)) for e, c in self.pieces]
+        out = [(sp.sstr(e, order="none"), sp.sstr(c, order="none")) for e, c in self.pieces]
         if not isinstance(self.expr, sp.Piecewise) or self.expr.args[-1][1] is not sp.true:
             return out
         if self.expr.args[-1][0] == 0:
@@ -213,9 +214,12 @@ def _cases(pw, names: list, context) -> Cases:
 
 def _readable(e: sp.Expr) -> sp.Expr:
     """A polynomial factored (``n*(n - 1)/2``); a quasi-polynomial (with floors) as Barvinok gives it."""
-    if e.has(sp.floor):
+    if e.has(sp.floor) or not e.free_symbols:
         return e
-    return sp.factor(sp.sympify(str(e), locals={s.name: s for s in e.free_symbols}))
+    syms = sorted(e.free_symbols, key=lambda x: x.name)
+    den, poly = sp.Poly(sp.expand(e), *syms).clear_denoms(convert=True)
+    c, factors = poly.factor_list()
+    return sp.Mul(sp.Rational(c) / den, *[f.as_expr() ** k for f, k in factors])
 
 
 def _vanishes(e: sp.Expr, region, names: list, most: int = 64) -> bool:
@@ -241,13 +245,14 @@ def _vanishes(e: sp.Expr, region, names: list, most: int = 64) -> bool:
         if not ranges or any(len(r) > most for r in ranges.values()):
             return False
         keys = sorted(ranges)
+        f = compile_expr(e) if len(keys) == n else None
         for combo in itertools.product(*[ranges[i] for i in keys]):
-            fixed = {syms[i]: sp.Integer(v) for i, v in zip(keys, combo)}
-            rest = e.xreplace(fixed)
-            if len(keys) == n:
-                if compile_expr(rest)({}) != 0:
+            if f is not None:
+                if f({names[i]: Fraction(v) for i, v in zip(keys, combo)}) != 0:
                     return False
-            elif sp.expand(sp.sympify(str(rest), locals={x: _param(x) for x in names})) != 0:
+                continue
+            rest = e.xreplace({syms[i]: sp.Integer(v) for i, v in zip(keys, combo)})
+            if sp.expand(sp.sympify(str(rest), locals={x: _param(x) for x in names})) != 0:
                 return False
     return True
 

@@ -202,10 +202,15 @@ def _unknowns(res) -> list[str]:
     return sorted(set(out))
 
 
+@functools.lru_cache(maxsize=1024)
 def _s(e) -> str | None:
+    """The text of a count: piecewise quasi-polynomials in their terms' own order (sympy's sorting of the
+    terms costs more than counting them), everything else as sympy prints it."""
     if e is None:
         return None
-    return "oo" if e == sp.oo else str(e)
+    if e == sp.oo:
+        return "oo"
+    return sp.sstr(e, order="none") if e.has(sp.Piecewise, sp.floor) else str(e)
 
 
 def _num(v):
@@ -236,7 +241,13 @@ def parse_bounds(text: str) -> dict[str, tuple[sp.Expr, sp.Expr]]:
         except (sp.SympifyError, SyntaxError, TypeError) as err:
             raise ModelError(f"bounds {name}: cannot read {rng!r} as LO..HI", param="bounds") from err
         rep = {s: param_symbol(s.name) for e in (lo_e, hi_e) for s in e.free_symbols}
-        out[name] = (lo_e.xreplace(rep), hi_e.xreplace(rep))
+        lo_e, hi_e = lo_e.xreplace(rep), hi_e.xreplace(rep)
+        if (lo_e.is_number and lo_e < 0) or (hi_e.is_number and hi_e < 0):
+            raise ModelError(f"bounds {name}={rng}: a loop count is not negative; give 0 or more", param="bounds")
+        if (hi_e - lo_e).is_number and hi_e - lo_e < 0:
+            raise ModelError(f"bounds {name}={rng}: the lower bound is above the upper one; write {name}=LO..HI "
+                             f"with LO <= HI", param="bounds")
+        out[name] = (lo_e, hi_e)
     return out
 
 
@@ -296,6 +307,8 @@ def _analyze(flow: Flow, procs: str, bounds: dict) -> CountResult:
     total = mx(total)
     total = Bnd(tidy(total.value) if total.value is not None else None, tidy(total.lo), tidy(total.hi))
     exact = exact and total.value is not None
+    left = {x.name for e in (total.value, total.lo, total.hi) if e is not None for x in e.free_symbols}
+    exact = exact and not any(u in left for u in (*flow.unknowns, *raw.opaque))  # an unknown u_k: not exact
     unknown = {u for u in bounds if u not in raw.opaque and u not in flow.unknowns}
     if unknown:
         raise ModelError(f"bounds names {sorted(unknown)[0]}, which is not an unknown loop count of "
