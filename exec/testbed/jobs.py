@@ -29,8 +29,8 @@ def current() -> dict[str, Any]:
     """The state of the testbed that is up; :class:`ModelError` when none is."""
     doc = state()
     if doc is None:
-        raise ModelError("no testbed is up: start one with `meshplan testbed up --nodes N --link RATE,DELAY` "
-                         "(Python: meshplan.api.testbed.testbed_up)", param="testbed")
+        raise ModelError("no testbed is up: build one with meshplan.api.testbed.testbed_up(nodes, link) "
+                         "(the command: meshplan testbed up)")
     return doc
 
 
