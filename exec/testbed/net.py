@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from meshplan.models.core.errors import MeshplanError, ModelError
+from meshplan.models.core.outputs import write_output
 
 __all__ = ["Link", "Topology", "TestbedError", "up", "down", "status", "state", "namespaces", "parse_link",
            "prefix", "switch", "PREFIX_ENV", "STATE_DIR_ENV", "state_dir", "node_name"]
@@ -300,7 +301,7 @@ def up(topology: Topology) -> dict[str, Any]:
         raise
     doc = {"topology": t.to_dict(), "head": _HEAD, "iface": _IFACE, "hostname": socket.gethostname(),
            "notes": notes, "created": time.time()}
-    (sd / "state.json").write_text(json.dumps(doc, indent=1) + "\n")
+    write_output(sd / "state.json", json.dumps(doc, indent=1) + "\n", what="testbed state", fsync=False)
     return doc
 
 
@@ -313,18 +314,20 @@ def _write_files(t: Topology) -> None:
     for ns in [switch()] + [prefix() + node_name(i) for i in range(t.nodes)]:
         d = Path("/etc/netns") / ns
         d.mkdir(parents=True, exist_ok=True)
-        (d / "hosts").write_text("\n".join(lines) + "\n")
+        write_output(d / "hosts", "\n".join(lines) + "\n", what="hosts file", fsync=False)
     sd = state_dir()
-    (sd / "hosts").write_text("".join(f"{node_name(i)}\n" for i in range(t.nodes)))
+    write_output(sd / "hosts", "".join(f"{node_name(i)}\n" for i in range(t.nodes)), what="host file", fsync=False)
     script = sd / "launch.sh"
     # hydra's ssh launcher runs `LAUNCHER [-x …] HOST "COMMAND …"`: enter HOST's namespaces instead of ssh
-    script.write_text(
+    write_output(
+        script,
         "#!/bin/sh\n"
         "# meshplan testbed: hydra's ssh launcher runs `launch.sh [-x ...] HOST COMMAND...`\n"
         "while [ \"${1#-}\" != \"$1\" ]; do shift; done\n"
         "host=$1; shift\n"
         "case $host in node[0-9]*) ;; *) echo \"meshplan testbed: unknown host $host\" >&2; exit 2 ;; esac\n"
-        f"exec ip netns exec {prefix()}$host unshare --uts sh -c \"hostname $host && exec $*\"\n")
+        f"exec ip netns exec {prefix()}$host unshare --uts sh -c \"hostname $host && exec $*\"\n",
+        what="launcher script", fsync=False)
     script.chmod(0o755)
 
 
