@@ -180,7 +180,19 @@ def _numeric(e: sp.Expr) -> sp.Expr:
     snap to themselves), innermost first; the rest by sympy."""
     if e.is_Atom:
         return e
+    if isinstance(e, sp.Piecewise):  # the first piece whose condition holds; the others are not evaluated
+        for v, c in e.args:
+            c = _numeric(c) if not isinstance(c, bool) else sp.sympify(c)
+            if c is sp.true or c is True:
+                return _numeric(v)
+            if c is not sp.false and c is not False:
+                return e.func(*[(_numeric(a), _numeric(b)) for a, b in e.args])
+        return sp.nan
     args = [_numeric(a) for a in e.args]
+    if isinstance(e, sp.log) and args[0].is_number and args[0].is_nonpositive:
+        raise ModelError(f"the closed form takes log({args[0]}) here: the counts of geometric loops (thesis "
+                         "section 2.4) are derived for parameters of at least 1; give params of 1 or more",
+                         param="params")
     if isinstance(e, (sp.ceiling, sp.floor)) and args[0].is_number:
         x = sp.N(args[0], 60)
         r = sp.Integer(round(x))
