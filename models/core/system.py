@@ -333,7 +333,7 @@ def _for_collective(system: System, collective: str) -> System:
         links = lv.links if m is None else tuple(replace(ln, bandwidth=m.bandwidth, latency=m.latency)
                                                   for ln in lv.links)
         levels.append(Level(lv.name, lv.size, links))
-    return System(tuple(levels), name=system.name, description=system.description)
+    return replace(system, levels=tuple(levels))  # name, description and flop rate kept
 
 
 @lru_cache(maxsize=64)
