@@ -109,6 +109,12 @@ def _limit_atoms(N: sp.Expr, p: sp.Symbol) -> sp.Expr:
                 return inner
             gap = inner - L
             pos = gap.is_positive if gap.is_positive is not None else sp.simplify(gap).is_positive
+            if L.is_integer and pos is None and not gap.is_zero:
+                lead = _leading_sign(gap, p)  # the gap's sign for large p, e.g. n - 1 for (n - 1)/p
+                if lead is not None:
+                    if isinstance(x, sp.ceiling):
+                        return sp.Piecewise((L + 1, lead > 0), (L, True))
+                    return sp.Piecewise((L, lead >= 0), (L - 1, True))
             if L.is_integer:
                 if isinstance(x, sp.ceiling):
                     return L + 1 if pos else L
@@ -118,6 +124,16 @@ def _limit_atoms(N: sp.Expr, p: sp.Symbol) -> sp.Expr:
         lims = [_lim(a, p) for a in args]
         return sp.Max(*lims) if isinstance(x, sp.Max) else sp.Min(*lims)
     return N.replace(lambda x: isinstance(x, (sp.ceiling, sp.floor, sp.Max, sp.Min)) and p in x.free_symbols, rule)
+
+
+def _leading_sign(gap: sp.Expr, p: sp.Symbol) -> sp.Expr | None:
+    """An expression with the sign of ``gap`` as ``p -> oo`` (a rational function of ``p``: the ratio of the
+    leading coefficients), or None."""
+    num, den = sp.fraction(sp.together(gap))
+    if not (num.is_polynomial(p) and den.is_polynomial(p)):
+        return None
+    lead = sp.Poly(num, p).LC() / sp.Poly(den, p).LC()
+    return None if p in lead.free_symbols else sp.simplify(lead)
 
 
 def depth(N: sp.Expr, p: sp.Symbol) -> sp.Expr:

@@ -1,0 +1,32 @@
+"""Work and depth of a rank-distributed loop that starts at an offset (jacobi-1d's interior block): the
+depth D = N(p -> oo) is the count of the most loaded rank once every rank holds at most one point, not 0."""
+
+from __future__ import annotations
+
+from meshplan.models.counting.execute import execute_ranks
+from meshplan.models.counting.problem import CountProblem
+from meshplan.solvers.counting.count import count_problem
+
+JACOBI_1D = """
+def jacobi1d(T, n, p, rank):
+    for t in range(T):
+        for i in range(1 + rank * (n - 2) // p, 1 + min((rank + 1) * (n - 2) // p, n - 2)):
+            B[i] = A[i - 1] + A[i] + A[i + 1]
+        for i in range(1 + rank * (n - 2) // p, 1 + min((rank + 1) * (n - 2) // p, n - 2)):
+            A[i] = B[i]
+"""
+
+
+def test_offset_block_depth_matches_execution():
+    (res,) = count_problem(CountProblem.of(JACOBI_1D))
+    m = res.metrics
+    for T in (1, 3):
+        for n in (2, 3, 7, 12):
+            for p in (1, 2, 3, 8):
+                vals = {"T": T, "n": n, "p": p}
+                _, total = execute_ranks(res.flow, vals)
+                assert res.evaluate(res.total.value, vals) == total, (vals, total)
+            _, most = execute_ranks(res.flow, {"T": T, "n": n, "p": max(n, 1)})  # every rank at most one point
+            assert res.evaluate(m["depth"], {"T": T, "n": n}) == most, (T, n)
+            _, one = execute_ranks(res.flow, {"T": T, "n": n, "p": 1})
+            assert res.evaluate(m["work"], {"T": T, "n": n}) == one
