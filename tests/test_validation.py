@@ -172,7 +172,8 @@ def _error_messages(tree):
         for const in (n for n in ast.walk(target) if isinstance(n, ast.Constant) and isinstance(n.value, str)):
             yield const.lineno, const.value
     for node in ast.walk(tree):  # flags handed down as the name of a parameter in a message: what="--x"
-        if isinstance(node, ast.Call):
+        # (a developer tool's own argparse definitions, add_argument("--check"), define flags, name none)
+        if isinstance(node, ast.Call) and _name(node.func) != "add_argument":
             for arg in (*node.args, *(k.value for k in node.keywords)):
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and re.fullmatch(
                         r"--[a-z][a-z0-9-]*( file)?", arg.value):
