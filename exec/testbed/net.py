@@ -123,6 +123,8 @@ def parse_link(text: str, what: str = "link") -> Link:
             raise ModelError(f"{what}: bad delay {parts[1]!r}; write it like 50us or 0.2ms", param=what)
         delay = float(t.group(1)) * {"": 1, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}[
             (t.group(2) or "").lower()]
+        if not delay <= 1.0:  # before rounding: 1e400s is infinite and has no whole nanoseconds
+            raise ModelError(f"{what}: delay {parts[1]!r} is more than a second", param=what)
         delay = round(delay * 1e9) / 1e9  # whole nanoseconds: 50us and 0.05ms are the same delay
         if delay > 1.0:
             raise ModelError(f"{what}: delay {parts[1]!r} is more than a second", param=what)

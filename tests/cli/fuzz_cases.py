@@ -536,6 +536,27 @@ def _cases() -> list[Case]:
                                               ",".join(["4"] * 10), "--kernel", "3", "--json"),
                    expect="MESHPLAN_MAX_HALO_TRANSFERS")]
 
+    # testbed: every bad input is refused before a namespace is made (the cases run under a prefix and state
+    # directory of their own, so even a case wrongly accepted could not touch a real testbed)
+    tb_env = (("MESHPLAN_TESTBED_PREFIX", "mplfz-"), ("MESHPLAN_TESTBED_DIR", "/tmp/meshplan-testbed-fuzz"))
+    up = ("testbed", "up", "--json")
+    tb = _flag_cases("testbed", up + ("--link", "1Gbit,50us"), "--nodes",
+                     {**INT_STRINGS, "one": "1", "over-limit": "65"}, prefix="nodes-")
+    tb += _flag_cases("testbed", up + ("--nodes", "4"), "--link", {
+        "empty": "", "letters": "fast", "three-parts": "1Gbit,50us,1", "negative": "-1Gbit", "zero": "0bit",
+        "nan": "nanGbit", "1e400": "1e400Gbit", "too-slow": "1bit", "too-fast": "1Tbit", "delay-letters":
+        "1Gbit,soon", "delay-negative": "1Gbit,-5us", "delay-1e400": "1Gbit,1e400s", "unicode": "1Gb\u00edt"},
+        prefix="link-")
+    tb += _flag_cases("testbed", up + ("--nodes", "4", "--uplink", "250Mbit,50us"), "--racks",
+                      {"zero": "0", "negative": "-1", "more-than-nodes": "8", "not-dividing": "3",
+                       "letters": "two"}, prefix="racks-")
+    tb += [Case("testbed", "uplink-without-racks", (*up, "--nodes", "4", "--uplink", "250Mbit,50us")),
+           Case("testbed", "racks-without-uplink", (*up, "--nodes", "4", "--racks", "2")),
+           Case("testbed", "uplink-letters", (*up, "--nodes", "4", "--racks", "2", "--uplink", "slow")),
+           Case("testbed", "nodes-missing", up), Case("testbed", "unknown-action", ("testbed", "frobnicate")),
+           Case("testbed", "down-unknown-flag", ("testbed", "down", "--nodes", "2"))]
+    cases += [Case(c.verb, c.kind, c.argv, env=tb_env) for c in tb]
+
     # any verb
     cases += [Case("meshplan", "unknown-verb", ("frobnicate",)), Case("meshplan", "no-verb", ()),
               Case("meshplan", "unicode-verb", ("s\u00f6lve",))]
