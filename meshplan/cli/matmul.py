@@ -90,7 +90,9 @@ def _fmt(x) -> str:
 
 
 def _print(rep: dict) -> None:
-    from rich.table import Table
+    from rich.markup import escape
+
+    from meshplan.cli.render import Column, print_table
 
     con = console()
     pr = rep["problem"]
@@ -100,23 +102,27 @@ def _print(rep: dict) -> None:
               f"{rep['local_domain']}  strategy '{rep['strategy']}'  rounds {rep['rounds']}  "
               f"memory/rank {rep['memory_per_rank_words']:,} words")
     lb = rep["lower_bound_words"]
-    t = Table(title="words received per rank (max)")
-    for col in ("schedule", "model", "measured (Python)", "measured (PMPI)", "× bound", "time (min)", "rel. error"):
-        t.add_column(col, justify="right" if col != "schedule" else "left")
+    cols = [Column("schedule", "left", whole=False), Column("model"), Column("measured (Python)", whole=False),
+            Column("measured (PMPI)", whole=False),
+            Column("words ÷ bound", whole=False, explain="measured (else model) words ÷ the Theorem 3.2 lower bound, "
+                   "which counts every element of A, B and C a rank's products touch, also those it starts with: "
+                   "below 1 means the initial layout paid for part of it, not that the bound is beaten"),
+            Column("time (min)"), Column("rel. error")]
     run = rep["run"]
     rows = [("meshplan (COSMA)" + (f", {run['layout']} layout" if run and run.get("layout") != "blocked" else ""),
              (run or rep)["model_words_per_rank"]["max"], run)]
     for name, b in rep["baselines"].items():
         model = b.get("model_words_per_rank", {}).get("max") if b.get("model_words_per_rank") else None
         rows.append((name, model, b if "verified" in b else None))
+    cells = []
     for name, model, run in rows:
         meas = run["measured_words_per_rank"]["max"] if run and run.get("measured_words_per_rank") else None
         pm = run["pmpi_words_per_rank"]["max"] if run and run.get("pmpi_words_per_rank") else None
         best = pm if pm is not None else (meas if meas is not None else model)
-        t.add_row(name, _fmt(model), _fmt(meas), _fmt(pm), f"{best / lb:.2f}" if best is not None else "-",
-                  f"{run['time_s']['min']:.4f} s" if run and run.get("time_s", {}).get("min") else "-",
-                  f"{run['max_rel_error']:.1e}" if run else "-")
-    con.print(t)
+        cells.append((escape(name), _fmt(model), _fmt(meas), _fmt(pm), f"{best / lb:.2f}" if best is not None else "-",
+                      f"{run['time_s']['min']:.4f} s" if run and run.get("time_s", {}).get("min") else "-",
+                      f"{run['max_rel_error']:.1e}" if run else "-"))
+    print_table(con, cols, cells, title="words received per rank (max)")
     blas = (rep["baselines"].get("scalapack") or {}).get("blas")
     if blas:
         con.print(f"ScaLAPACK ran on OpenBLAS {blas['version']}, kernel {blas['architecture']}")
