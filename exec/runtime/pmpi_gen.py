@@ -223,7 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         print("pmpi_wrappers.c is up to date" if same else "pmpi_wrappers.c differs from what the header gives; "
               "rerun python -m meshplan.exec.runtime.pmpi_gen")
         return 0 if same else 1
-    output_path().write_text(text)
+    from meshplan.models.core.outputs import write_output
+
+    write_output(output_path(), text, what="generated wrappers")
     print(f"wrote {output_path()}")
     return 0
 

@@ -137,8 +137,9 @@ def _worker(rank: int, nprocs: int, port: int, problems: list, out: str, cost: s
                               "collectives": rec[way]["collectives"], "first_call_s": max(r[k][way]["first_call_s"] for r in gathered)}
                 merged.append(m)
             merged_red = [dict(r, equal=all(x[k]["equal"] for x in reds)) for k, r in enumerate(red)]
-            with open(out, "w") as f:
-                json.dump({"redistribution": merged, "reduction": merged_red}, f)
+            from meshplan.models.core.outputs import write_output
+
+            write_output(out, json.dumps({"redistribution": merged, "reduction": merged_red}), what="result file")
     finally:
         dist.destroy_process_group()
 
