@@ -23,7 +23,8 @@ from meshplan.models.loops.program import Access, Program
 __all__ = ["split_scalars"]
 
 
-def _renamed(program: Program, split: dict[str, list[int]]) -> Program:
+def _namer(program: Program, split: dict[str, list[int]]):
+    """The name of scalar ``a``'s chain at statement ``n``: ``a__k`` for its k-th reset."""
     arrays = set(program.arrays)
 
     def name(a: str, n: int) -> str:
@@ -32,6 +33,11 @@ def _renamed(program: Program, split: dict[str, list[int]]) -> Program:
         while new in arrays:
             new += "_"
         return new
+    return name
+
+
+def _renamed(program: Program, split: dict[str, list[int]]) -> Program:
+    name = _namer(program, split)
 
     def ren(acc: Access, n: int) -> Access:
         return replace(acc, array=name(acc.array, n)) if acc.array in split and not acc.index else acc
@@ -63,20 +69,8 @@ def split_scalars(program: Program) -> tuple[Program, tuple[str, ...]]:
     split = _exact(program, split)
     if not split:
         return program, ()
-    arrays = set(program.arrays)
-
-    def name(a: str, n: int) -> str:
-        k = sum(1 for r in split[a] if r <= n) or len(split[a])   # before the first reset: the last chain
-        new = f"{a}__{k}"
-        while new in arrays:
-            new += "_"
-        return new
-
-    def ren(acc: Access, n: int) -> Access:
-        return replace(acc, array=name(acc.array, n)) if acc.array in split and not acc.index else acc
-
-    stmts = tuple(replace(st, output=ren(st.output, n), inputs=tuple(ren(a, n) for a in st.inputs))
-                  for n, st in enumerate(program.statements))
+    stmts = _renamed(program, split).statements
+    name = _namer(program, split)
     notes = tuple(f"scalar {a} is reset {len(r)} times: one array per reset chain "
                   f"({', '.join(name(a, n) for n in r)})" for a, r in split.items())
     return replace(program, statements=stmts), notes
