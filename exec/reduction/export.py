@@ -201,31 +201,7 @@ def make_groups():
     return mine, next(pg for g, pg in zip(REDUCTION_GROUPS, reduction) if rank in g)
 
 
-''' + """def held_after(kind, held, g):
-    \"\"\"The chunk labels each member of group ``g`` holds after a collective of ``kind``.
-
-    Reductions work position-wise and keep the root's labels; a split output
-    leaves member i block i; a rooted reduction empties the non-roots; a gather
-    concatenates and re-sorts by label; a broadcast copies the root's chunks.
-    \"\"\"
-    root = held[g[0]]
-    if kind["equal_counts"] and len({len(held[d]) for d in g}) > 1:
-        raise SystemExit(f"{kind['name']} over {g}: members hold different chunk counts")
-    if kind["gathers"]:
-        merged = sorted(c for m in g for c in held[m])
-        return {d: merged for d in g}
-    if kind["splits"]:
-        if len(root) % len(g):
-            raise SystemExit(f"{kind['name']} over {g}: {len(root)} chunks do not split {len(g)} ways")
-        b = len(root) // len(g)
-        return {d: root[i * b:(i + 1) * b] for i, d in enumerate(g)}
-    if kind["reduces"] and kind["rooted"]:
-        return {d: (root if i == 0 else []) for i, d in enumerate(g)}
-    return {d: root for d in g}
-
-
-""" + '''
-def call(kind, pg, g, held, buf):
+''' + _RUNTIME[_RUNTIME.index("def held_after("):_RUNTIME.index("def call(")] + '''def call(kind, pg, g, held, buf):
     """This rank's torch collective for one step (the root is the group's first device); its new buffer.
     A process group numbers its ranks in increasing order, so blocks are reordered to and from the group's."""
     rank, ranks = dist.get_rank(), sorted(g)
