@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from meshplan.api.results import Result, value, freeze, library_field
 from meshplan.models.core.errors import ModelError
 
-__all__ = ["MESH_FORMATS", "DeviceMesh", "Mpi4pyProgram", "export_mesh", "export_mpi4py", "export_torch"]
+__all__ = ["MESH_FORMATS", "DeviceMesh", "Mpi4pyProgram", "export_mesh", "export_mpi4py", "export_torch", "export_jax"]
 
 #: the device-mesh formats of ``meshplan export``
 MESH_FORMATS = ("jax-mesh", "torch-mesh")
@@ -85,7 +85,7 @@ class Mpi4pyProgram(Result):
 
     def command(self, path: str) -> str:
         """The command that runs the program saved at ``path``."""
-        if self.format == "torch":
+        if self.format in ("torch", "jax"):
             return f"python {path}"
         return f"mpiexec -n {self.np} python {path}"
 
@@ -109,6 +109,40 @@ def export_torch(schedule: Any, *, placement: Any = 0, program: Any = 0,
     text = torch_script(pr.lowered, pl.reduction_groups, device_order=mesh.to_json()["device_order"],
                         axis_names=mesh.axis_names, header="\n".join(head).rstrip().splitlines())
     return Mpi4pyProgram("torch", base.np, base.placement, base.program, text)
+
+
+def export_jax(schedule: Any, *, placement: Any = 0, program: Any = 0,
+               axis_names: Sequence[str] | str | None = None) -> Mpi4pyProgram:
+    """One reduction program of a schedule as a standalone JAX program: the placement's device mesh
+    (``DEVICE_ORDER``, ``device_mesh()``), the mesh with the parallelism axes split into hierarchy levels
+    (``level_mesh()``, as :func:`meshplan.jax.level_mesh`), the steps as data (the per-device chunk tables of
+    :func:`meshplan.jax.psum`), ``psum(x)`` running them with ``shard_map`` collectives, and a ``main`` that runs
+    on ``np`` fake CPU devices (``python prog.py``) and checks the result against ``jax.lax.psum``."""
+    from meshplan.exec.reduction.export_jax import jax_script
+    from meshplan.jax.reduce import _compile, level_axes
+    from meshplan.models.placement.problem import axis_names as as_axis_names
+    from meshplan.schedule import load_schedule
+
+    mesh = export_mesh(schedule, "jax-mesh", placement=placement, axis_names=axis_names)
+    base = export_mpi4py(schedule, placement=placement, program=program)
+    sched = load_schedule(schedule)
+    plan = sched.program(placement, program)
+    _, pr = sched.pick(placement, program)
+    names = as_axis_names(sched.axis_names if axis_names is None else axis_names, len(sched.axes))
+    steps, chunks, _ = _compile(plan, list(names))
+    levels = level_axes(plan, list(names))
+    rows, lv = plan.matrix, [x.name for x in plan.system_value.levels]  # level_axes' order, reduced axes only
+    reduce_axes = tuple(f"{names[i]}_{lv[j]}" for j in range(len(lv)) for i in range(len(rows))
+                        if rows[i][j] > 1 and i in sched.reduce)
+    head = base.text.split('"""')[1].splitlines()[2:]
+    head = head[:next((i for i, ln in enumerate(head) if ln.startswith("Run:")), len(head))]
+    text = jax_script([(c.value, names_, member, root, rows_in, rows_out)
+                       for c, names_, member, root, rows_in, rows_out in steps], chunks,
+                      level_axes=levels, reduce_axes=reduce_axes, reduction_groups=plan.reduction_groups,
+                      device_order=mesh.to_json()["device_order"], axis_names=mesh.axis_names,
+                      instructions=[st.instruction for st in pr.lowered.steps],
+                      header="\n".join(head).rstrip().splitlines())
+    return Mpi4pyProgram("jax", base.np, base.placement, base.program, text)
 
 
 def export_mpi4py(schedule: Any, *, placement: Any = 0, program: Any = 0) -> Mpi4pyProgram:
