@@ -119,7 +119,10 @@ def export_jax(schedule: Any, *, placement: Any = 0, program: Any = 0,
     :func:`meshplan.jax.psum`), ``psum(x)`` running them with ``shard_map`` collectives, and a ``main`` that runs
     on ``np`` fake CPU devices (``python prog.py``) and checks the result against ``jax.lax.psum``."""
     from meshplan.exec.reduction.export_jax import jax_script
-    from meshplan.jax.reduce import _compile, level_axes
+    try:
+        from meshplan.jax.reduce import _compile, level_axes   # the tables of meshplan.jax.psum
+    except ImportError as e:
+        raise ModelError(f"the jax format needs jax installed ({e})", param="format") from e
     from meshplan.models.placement.problem import axis_names as as_axis_names
     from meshplan.schedule import load_schedule
 
