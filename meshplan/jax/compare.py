@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 __all__ = ["compare"]
 
@@ -107,8 +108,10 @@ def compare_psum(schedules, *, limit: int | None = None, devices: int = 8, timeo
 def _run(payload, args: list[str], devices: int, timeout_s: float):
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu",
                TF_CPP_MIN_LOG_LEVEL="2")
+    # the child starts outside the working directory: from a checkout's root, `python -m` would import its
+    # source folder meshplan/ (which lacks the mapped layer packages) instead of the installed package
     proc = subprocess.run([sys.executable, "-m", "meshplan.jax.compare", *args], input=json.dumps(payload),
-                          env=env, capture_output=True, text=True, timeout=timeout_s)
+                          env=env, capture_output=True, text=True, timeout=timeout_s, cwd=tempfile.gettempdir())
     if proc.returncode:
         raise RuntimeError("the jax comparison failed: " + proc.stderr[-2000:])
     return json.loads(proc.stdout)

@@ -96,7 +96,8 @@ def test_objective_time_with_a_calibrated_system(tmp_path):
     sysfile = tmp_path / "here.json"
     level = {"name": "node", "size": 4, "links": [{"kind": "switch", "bandwidth": 1e10, "latency": 5e-6}]}
     sysfile.write_text(_json.dumps({"levels": [level], "flop_rate": 1e10}))
-    run = lambda *a: subprocess.run([sys.executable, "-m", "meshplan", *a], capture_output=True, text=True)  # noqa: E731
+    run = lambda *a: subprocess.run([sys.executable, "-m", "meshplan", *a], capture_output=True, text=True,  # noqa: E731
+                                    cwd=tmp_path)  # outside the checkout, whose meshplan/ would shadow the install
     out = run("matmul", "64", "64", "65536", "--np", "4", "--objective", "time", "--system", str(sysfile), "--json")
     assert out.returncode == 0, out.stderr
     doc = _json.loads(out.stdout)

@@ -37,7 +37,7 @@ def _k(p, axes) -> int:
     return out
 
 
-def test_reshard_refuses_what_jax_cannot_express():
+def test_reshard_refuses_what_jax_cannot_express(tmp_path):
     """A size no sharding divides is JAX's error too; the adapter says so and names the parameter."""
     import subprocess
     import sys
@@ -51,7 +51,8 @@ def test_reshard_refuses_what_jax_cannot_express():
             "x = jax.device_put(jnp.zeros((8, 6), jnp.int32), NamedSharding(m, P('a', 'b')))\n"
             "try:\n    mj.plan(x, NamedSharding(m, P(None, ('a', 'b'))))\n"
             "except ModelError as e:\n    print(e.param, e)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)  # outside the checkout, whose meshplan/ folder would shadow the install
     assert out.stdout.startswith("sharding dimension 1 of size 6 is not divisible by 4"), out.stderr[-500:]
 
 

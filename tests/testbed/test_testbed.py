@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -48,7 +49,7 @@ def _host_view() -> dict:
 
 def _cli(*args: str) -> dict:
     out = subprocess.run([sys.executable, "-m", "meshplan", *args, "--json"], capture_output=True, text=True,
-                         timeout=120)
+                         timeout=120, cwd=tempfile.gettempdir())  # outside the checkout (its meshplan/ folder)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -104,7 +105,7 @@ def test_bad_input_is_one_error_line(own_testbed):
                         (["--nodes", "4", "--racks", "3", "--uplink", "1Gbit"], "racks"),
                         (["--nodes", "4", "--racks", "2"], "uplink")):
         out = subprocess.run([sys.executable, "-m", "meshplan", "testbed", "up", *args], capture_output=True,
-                             text=True, timeout=60)
+                             text=True, timeout=60, cwd=tempfile.gettempdir())
         assert out.returncode == 2 and out.stderr.startswith("error:") and words in out.stderr, out.stderr
         assert len(out.stderr.strip().splitlines()) == 1
 
@@ -126,7 +127,7 @@ def test_calibrate_and_run_across_the_testbed(own_testbed, tmp_path):
     sched = tmp_path / "s.json"
     out = subprocess.run([sys.executable, "-m", "meshplan", "solve", "placement", "--system", str(cal), "--axes",
                           "2,2", "--reduce", "1", "--bytes", "256KiB", "--max-size", "2", "--export", str(sched)],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     run = _cli("run", str(sched), "--testbed", "--bytes", "256KiB", "--repeats", "1", "--placement", "0",
                "--program", "0,1,2")
