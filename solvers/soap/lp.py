@@ -25,14 +25,14 @@ __all__ = ["max_le_one"]
 
 def _int_row(values) -> tuple[list[int], int]:
     """``values`` (ints or Fractions) as integers over one positive denominator (reduced)."""
+    ratios = [v.as_integer_ratio() for v in values]   # one call per entry (Fraction's are Python-level)
     den = 1
-    for v in values:
-        d = v.denominator
+    for _, d in ratios:
         if d != 1:
             den = den * d // math.gcd(den, d)
     if den == 1:
-        return [int(v) for v in values], 1
-    ints = [v.numerator * (den // v.denominator) for v in values]
+        return [n for n, _ in ratios], 1
+    ints = [n * (den // d) for n, d in ratios]
     return _reduce(ints, den)
 
 
