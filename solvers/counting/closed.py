@@ -92,7 +92,16 @@ def counting_function(s: sp.Expr, d: sp.Symbol, *, limit: int = 100_000) -> sp.E
             disc = sp.expand(b2 ** 2 - 4 * a2 * c2)
             if disc.is_negative:
                 raise NotAffine("the guard never changes sign")
-            return clamp0(sp.ceiling(sp.radsimp((-b2 - sp.sqrt(disc)) / (2 * a2))))
+            first = _clamp_edge(sp.ceiling(sp.radsimp((-b2 - sp.sqrt(disc)) / (2 * a2))))
+            if a2.is_negative and not disc.is_number and sp.expand(-b2 / (2 * a2)).is_nonpositive:
+                # a falling parabola whose vertex is at d <= 0: where disc < 0 (a parameter 0) the guard is never
+                # positive, and sqrt(Max(0, disc)) puts the crossing at the vertex, so the clamped count is 0
+                # (put in after radsimp, which would evaluate the Max away for parameters >= 1)
+                first = first.xreplace({sp.sqrt(disc): sp.sqrt(sp.Max(0, disc, evaluate=False))})
+            if disc.is_nonnegative or not a2.is_negative:
+                return first
+            # a falling parabola with no real root is never positive: the loop does not run (no complex count)
+            return sp.Piecewise((first, disc >= 0), (0, True))
         raise NotAffine(f"the guard is a degree-{deg} polynomial in the iteration count")
     geo = _geometric(s, d)
     if geo is None:
@@ -100,4 +109,15 @@ def counting_function(s: sp.Expr, d: sp.Symbol, *, limit: int = 100_000) -> sp.E
     alpha, gamma, a = geo
     ratio = sp.expand_log(sp.log(-alpha / gamma), force=True)
     dstar = sp.expand(ratio / sp.log(a))
-    return clamp0(sp.ceiling(dstar))
+    return _clamp_edge(sp.ceiling(dstar))
+
+
+def _clamp_edge(e: sp.Expr) -> sp.Expr:
+    """``Max(0, e)`` kept even where parameters >= 1 make it redundant: a root or log counting function is
+    negative (``ceiling(log(1/3)/log(3)) = -1``), complex or ``log(0)`` when a parameter is 0 and the loop does
+    not run; the clamp makes it 0 there (evaluation takes ``log(0)`` as the limit ``-oo``)."""
+    e = sp.sympify(e)
+    edge = e.free_symbols and (e.has(sp.log) or any(not a.exp.is_Integer for a in e.atoms(sp.Pow)))
+    if not edge:
+        return clamp0(e)
+    return sp.Max(0, e, evaluate=False)

@@ -142,23 +142,25 @@ class CountResult:
         out["iterations"]["total"] = s(self.total.value)
         if m.get("depth") == sp.oo:
             out["notes"].append("D = oo: the parallelization is not work-conserving (more work per process as p grows)")
+        exprs = {}  # the bounds as expressions: re-parsing their text would re-evaluate the clamps Max(0, …)
         for st in (*self.statements, None):
             b = self.total if st is None else st.count
             name = "total" if st is None else st.name
             lo, hi = self.with_unknowns(b.lo, 0), self.with_unknowns(b.hi, 1)
             if b.value is None or self.unknown_bounds:
                 out["bounds"][name] = {"lower": s(lo), "upper": s(hi)}
+                exprs[name] = (lo, hi)
         if "bounds" in m:
             for k, (lo, hi) in m["bounds"].items():
                 out["bounds"][k] = {"lower": s(lo), "upper": s(hi)}
+                exprs[k] = (lo, hi)
         if values:
             val = {st.name: _num(self.evaluate(st.count.value, values)) for st in self.statements}
             val["total"] = _num(self.evaluate(self.total.value, values))
             for k in ("work", "depth", "efficiency", "available_parallelism"):
                 val[k] = _num(self.evaluate(m[k], values))
-            for k, b in out["bounds"].items():
-                val[f"{k}_bounds"] = [_num(self.evaluate(sp.sympify(b["lower"], locals=_loc(self)), values)),
-                                      _num(self.evaluate(sp.sympify(b["upper"], locals=_loc(self)), values))]
+            for k in out["bounds"]:
+                val[f"{k}_bounds"] = [_num(self.evaluate(e, values)) for e in exprs[k]]
             out["values"] = val
         return out
 
@@ -190,9 +192,11 @@ def _numeric(e: sp.Expr) -> sp.Expr:
         return sp.nan
     args = [_numeric(a) for a in e.args]
     if isinstance(e, sp.log) and args[0].is_number and args[0].is_nonpositive:
-        raise ModelError(f"the closed form takes log({args[0]}) here: the counts of geometric loops (thesis "
-                         "section 2.4) are derived for parameters of at least 1; give params of 1 or more",
-                         param="params")
+        # log(r) of a geometric counting function ceiling(log(r)/log(a)) (section 2.4.3) with r <= 0: the guard
+        # fails before the first iteration, so the clamped count Max(0, …) is 0; -oo gives exactly that
+        return sp.S.NegativeInfinity
+    if isinstance(e, (sp.ceiling, sp.floor)) and args[0].is_number and args[0].is_infinite:
+        return args[0]
     if isinstance(e, (sp.ceiling, sp.floor)) and args[0].is_number:
         x = sp.N(args[0], 60)
         r = sp.Integer(round(x))
@@ -263,12 +267,21 @@ def parse_bounds(text: str) -> dict[str, tuple[sp.Expr, sp.Expr]]:
     return out
 
 
+def _unclamp(e: sp.Expr, p: sp.Symbol) -> sp.Expr:
+    """``Max(0, g)`` -> ``g`` where ``g`` depends on the process count only (``g >= 0`` for ``p >= 1``)."""
+    return e.replace(lambda x: isinstance(x, sp.Max) and len(x.args) == 2 and sp.S.Zero in x.args
+                     and x.args[1 - x.args.index(sp.S.Zero)].free_symbols == {p},
+                     lambda x: x.args[1 - x.args.index(sp.S.Zero)])
+
+
 def _analyze(flow: Flow, procs: str, bounds: dict) -> CountResult:
     aff = count_affine(flow, procs) if flow.rank is None else None
     if aff is not None and not aff.reasons:
         return _affine_result(flow, procs, bounds, aff)
     raw = count_flow(flow)
     p = param_symbol(procs)
+    for name, b in raw.counts.items():  # the process count is at least 1: its loops need no clamp at 0
+        raw.counts[name] = b.map(lambda e: _unclamp(e, p))
     exact = True
     notes = list(flow.notes) + raw.notes
     methods = {w.name: "closed form" for w in flow.statements}

@@ -294,17 +294,24 @@ def _integral(f: sp.Expr, d: sp.Symbol, n: sp.Expr, pol: int) -> sp.Expr | None:
     down = not up and is_nonneg(-fp.subs(d, x))
     if not (up or down):
         return None
+    t = sp.Dummy("t", nonnegative=True)
     try:
-        I = sp.integrate(f.subs(d, x), (x, 0, n - 1), risch=False)
+        I = sp.integrate(f.subs(d, x), (x, 0, t), risch=False)
     except Exception:  # pragma: no cover - sympy failures
         return None
     if I.has(sp.Integral):
         return None
-    first, last = f.subs(d, 0), f.subs(d, n - 1)
+    # the upper end n - 1 clamped at 0, unevaluated: parameters >= 1 make it look non-negative, but at a
+    # parameter 0 the loop is empty and a root of n - 1 would be complex
+    top = sp.Max(0, n - 1, evaluate=False) if n.free_symbols else n - 1
+    I = I.xreplace({t: top})
+    first, last = f.subs(d, 0), f.xreplace({d: top})
     if not (first.is_finite is not False and last.is_finite is not False):
         return None
     end = (last if up else first) if pol > 0 else (first if up else last)
-    return sp.Piecewise((0, sp.Le(n, 0)), (I + end, True))
+    # kept unevaluated: parameters >= 1 make n > 0 look certain, but at a parameter 0 the loop is empty and
+    # the integral of a root would be complex there
+    return sp.Piecewise((0, sp.Le(n, 0, evaluate=False)), (I + end, True), evaluate=False)
 
 
 def _bound(f: sp.Expr, d: sp.Symbol, n: sp.Expr, pol: int, facts: tuple) -> sp.Expr | None:
