@@ -140,31 +140,28 @@ def gepp(M: np.ndarray, k: int, tol: float = 0.0):
     return order, A, (int(small[0]) if len(small) else None)
 
 
-def solve_upper_right(B: np.ndarray, U: np.ndarray) -> np.ndarray:
-    """``X`` with ``X·U = B`` for upper-triangular ``U`` (BLAS ``trsm``)."""
+def _trsm_right(B: np.ndarray, T: np.ndarray, **kind) -> np.ndarray:
+    """``X`` with ``X·op(T) = B`` by BLAS ``trsm`` on the right; ``kind`` its ``lower``/``trans_a``/``diag``."""
     if B.size == 0:
         return np.array(B, dtype=np.float64)
     n = B.shape[1]
-    return blas.dtrsm(1.0, np.asarray(U, dtype=np.float64)[:n, :n], np.asarray(B, dtype=np.float64),
-                      side=1, lower=0, diag=0)
+    return blas.dtrsm(1.0, np.asarray(T, dtype=np.float64)[:n, :n], np.asarray(B, dtype=np.float64), side=1,
+                      **kind)
+
+
+def solve_upper_right(B: np.ndarray, U: np.ndarray) -> np.ndarray:
+    """``X`` with ``X·U = B`` for upper-triangular ``U`` (BLAS ``trsm``)."""
+    return _trsm_right(B, U, lower=0, diag=0)
 
 
 def solve_unit_lower_right(B: np.ndarray, L: np.ndarray) -> np.ndarray:
     """``X`` with ``X·L = B`` for unit lower-triangular ``L`` (strict lower part given; BLAS ``trsm``)."""
-    if B.size == 0:
-        return np.array(B, dtype=np.float64)
-    n = B.shape[1]
-    return blas.dtrsm(1.0, np.asarray(L, dtype=np.float64)[:n, :n], np.asarray(B, dtype=np.float64),
-                      side=1, lower=1, diag=1)
+    return _trsm_right(B, L, lower=1, diag=1)
 
 
 def solve_lower_transposed_right(B: np.ndarray, L: np.ndarray) -> np.ndarray:
     """``X`` with ``X·Lᵀ = B`` for lower-triangular ``L`` (BLAS ``trsm``; Cholesky's ``L10 = A10·L00⁻ᵀ``)."""
-    if B.size == 0:
-        return np.array(B, dtype=np.float64)
-    n = B.shape[1]
-    return blas.dtrsm(1.0, np.asarray(L, dtype=np.float64)[:n, :n], np.asarray(B, dtype=np.float64),
-                      side=1, lower=1, trans_a=1, diag=0)
+    return _trsm_right(B, L, lower=1, trans_a=1, diag=0)
 
 
 def chol_block(A: np.ndarray):
