@@ -25,6 +25,7 @@ from meshplan.exec.runtime.data import index_tile
 from meshplan.exec.runtime.executor import Executor
 from meshplan.models.core.errors import ModelError
 from meshplan.models.redistribution.lowlevel import Assignment, apply_lowlevel, groups
+from meshplan.models.redistribution.offsets import axes_tile_index
 from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll, DynSlice
 
 __all__ = ["RedistributionExecutor", "compile_program", "compile_steps", "run_program", "Moved"]
@@ -84,10 +85,7 @@ def compile_program(comm, comms: SubComms, mesh, coords0, src, steps) -> list[_A
                 actions.append(_Action("alltoall", dim=step.src, split=step.dst, n=n, sub=sub, expect=expect))
         elif isinstance(step, DynSlice):
             c = new_state.type.dims[step.dim].local
-            v, w = 0, 1
-            for a in step.axes:
-                v += int(state.coords[rank, mesh.index(a)]) * w
-                w *= mesh.size(a)
+            v = int(axes_tile_index(mesh, step.axes, state.coords)[rank])
             actions.append(_Action("dynslice", dim=step.dim, lo=v * c, hi=(v + 1) * c, expect=expect))
         elif isinstance(step, AllPermute):
             actions.append(_Action("allpermute", dest=step.source.index(rank), source=step.source[rank],

@@ -25,6 +25,7 @@ from meshplan.api.framework_plan import FrameworkPlan, framework_plan, padded_ty
 from meshplan.models.core.dtypes import as_dtype
 from meshplan.models.core.errors import ModelError
 from meshplan.models.redistribution.lowlevel import Assignment, apply_lowlevel, groups
+from meshplan.models.redistribution.offsets import axes_tile_index
 from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll, DynSlice
 from meshplan.jax.layout import mesh_of, prime_mesh, spec_of, split_axes
 
@@ -127,13 +128,7 @@ def _compile(fp: FrameworkPlan):
                 actions.append(("alltoall", step.src, step.dst, axes, n, None if same else (order, inverse)))
         elif isinstance(step, DynSlice):
             c = new.type.dims[step.dim].local
-            lo = np.zeros(ndev, dtype=np.int32)
-            for d in range(ndev):
-                v, w = 0, 1
-                for a in step.axes:
-                    v += int(state.coords[d, mesh.index(a)]) * w
-                    w *= mesh.size(a)
-                lo[d] = v * c
+            lo = (axes_tile_index(mesh, step.axes, state.coords)[:ndev] * c).astype(np.int32)
             actions.append(("dynslice", step.dim, lo, c))
         elif isinstance(step, AllPermute):
             actions.append(("allpermute", tuple((int(step.source[d]), d) for d in range(ndev))))

@@ -22,6 +22,7 @@ from meshplan.api.framework_plan import FrameworkPlan, framework_plan, padded_ty
 from meshplan.models.core.dtypes import as_dtype
 from meshplan.models.core.errors import ModelError
 from meshplan.models.redistribution.lowlevel import Assignment, apply_lowlevel, groups
+from meshplan.models.redistribution.offsets import axes_tile_index
 from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll, DynSlice
 from meshplan.torch.groups import process_group
 from meshplan.torch.layout import device_ranks, mesh_of, split_axes
@@ -125,10 +126,7 @@ class _Program:
                                          state.type.dims[step.dst].local))
             elif isinstance(step, DynSlice):
                 c = new.type.dims[step.dim].local
-                v, w = 0, 1
-                for a in step.axes:
-                    v += int(state.coords[me, mesh.index(a)]) * w
-                    w *= mesh.size(a)
+                v = int(axes_tile_index(mesh, step.axes, state.coords)[me])
                 self.actions.append(("dynslice", step.dim, v * c, c))
             elif isinstance(step, AllPermute):
                 grank = sorted(ranks)

@@ -14,17 +14,22 @@ import numpy as np
 from meshplan.models.redistribution.mesh import Mesh
 from meshplan.models.redistribution.types import Dim, DistType
 
-__all__ = ["dim_tile_index", "dim_offsets", "base_offsets"]
+__all__ = ["axes_tile_index", "dim_tile_index", "dim_offsets", "base_offsets"]
 
 
-def dim_tile_index(mesh: Mesh, dim: Dim, coords: np.ndarray) -> np.ndarray:
-    """Tile number along ``dim`` of every device: ``Σ_t i_{x_t}·Π_{s<t} k_s`` (minor axis first)."""
+def axes_tile_index(mesh: Mesh, axes, coords: np.ndarray) -> np.ndarray:
+    """Every device's mixed-radix number over ``axes``: ``Σ_t i_{x_t}·Π_{s<t} k_s`` (minor axis first)."""
     v = np.zeros(coords.shape[0], dtype=np.int64)
     weight = 1
-    for a in dim.axes:
+    for a in axes:
         v += coords[:, mesh.index(a)] * weight
         weight *= mesh.size(a)
     return v
+
+
+def dim_tile_index(mesh: Mesh, dim: Dim, coords: np.ndarray) -> np.ndarray:
+    """Tile number along ``dim`` of every device (:func:`axes_tile_index` over its axes)."""
+    return axes_tile_index(mesh, dim.axes, coords)
 
 
 def dim_offsets(mesh: Mesh, dim: Dim, coords: np.ndarray | None = None) -> np.ndarray:
