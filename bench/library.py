@@ -16,7 +16,10 @@ round: how far noise alone moves a ratio).  Reference rows time the executor aga
 that also does what the executor must (its checks, its local arithmetic), control rows a little Python
 before a plain call against the call: where a gap comes from.  BLAS runs one thread per rank on both sides
 (``OPENBLAS_NUM_THREADS=1``, ``OMP_NUM_THREADS=1``); the machine's load average before and after each
-launch is recorded.  Writes bench/results/library.json (or ``DIR/library.json``).
+launch is recorded.  Writes bench/results/library.json (or ``DIR/library.json``).  A failed verification
+makes the exit status 1 and is named last, on stderr: the row, the side (executor or hand-written), before or
+after the timed rounds, the launch, the rank and what was wrong (the entries that differ, a solve's residual);
+a rank's error names its row too.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from _common import print_table, write_results  # noqa: E402
 
 from meshplan.cli.common import progress  # noqa: E402
 from meshplan.exec.runtime import pmpi  # noqa: E402
-from meshplan.exec.runtime.launch import run_mpi_json  # noqa: E402
+from meshplan.exec.runtime.launch import MpiRunError, run_mpi_json  # noqa: E402
 from meshplan.exec.tensor.bench_rank import combine_launches  # noqa: E402
 
 RANK = Path(__file__).resolve().with_name("library_rank.py")
@@ -94,13 +97,18 @@ def main(argv=None) -> int:
         for k in range(launches):
             if update is not None:
                 update(k, launches, f"launch {k + 1}")
-            runs.append(_launch(args.np, job, env))
+            try:
+                runs.append(_launch(args.np, job, env))
+            except MpiRunError as err:  # a rank raised: its message names the row (bench/library_rank.py)
+                print(f"error: launch {k + 1} of {launches} failed: {err}", file=sys.stderr)
+                return 1
         if update is not None:
             update(launches, launches, "done")
     rows = combine_launches([r["rows"] for r in runs])
     for row, same in zip(rows, zip(*(r["rows"] for r in runs))):
         row["verified"] = all(r["verified_meshplan"] and r["verified_mpi4py"] for r in same)
         row["ratios"] = [r["ratio"] for r in same]
+        row["failed"] = [f"launch {k + 1}: {why}" for k, r in enumerate(same) for why in r.get("failed", [])]
         # an executor against its hand-written version (the target), a reference (the hand-written side doing
         # what the executor must, to show where a gap comes from) or a control (no executor: noise and Python)
         row["role"] = ("control" if row["primitive"].startswith("control:") else
@@ -140,6 +148,12 @@ def main(argv=None) -> int:
         _common.RESULTS = Path(args.results_dir)
     path = write_results("library", payload)
     print(f"\nwrote {path}")
+    failed = [(r["primitive"], r["baseline"], why) for r in rows for why in r["failed"]]
+    for name, baseline, why in failed:  # last, so that the tail of the output names the row
+        print(f"verification failed: {name} (against {baseline}), {why}", file=sys.stderr)
+    if not all(r["verified"] for r in rows) and not failed:
+        print("verification failed: " + "; ".join(r["primitive"] for r in rows if not r["verified"]),
+              file=sys.stderr)
     return 0 if all(r["verified"] for r in rows) else 1
 
 

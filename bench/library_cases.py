@@ -27,7 +27,7 @@ from mpi4py import MPI
 
 import meshplan as mp
 from library_kernels import factorization, matmul
-from library_rank import Side, measure, rounds as _rounds, spin
+from library_rank import Side, measure, mismatch, rounds as _rounds, spin
 
 __all__ = ["CASES", "reduction", "redistribution", "halo"]
 
@@ -87,17 +87,18 @@ def reduction(ctx, quick: bool, repeats) -> list[dict]:
                 node.Allgather(part, out)
 
             ok = lambda: np.array_equal(out, want)  # noqa: E731
+            why = lambda: mismatch(out, want)  # noqa: E731
             steps = " ; ".join(s for s, _ in hier)
             rounds = _rounds(repeats, 200 if size <= 1 << 20 else 40, quick)
             rows.append(measure(
                 ctx, f"reduction {system} program {j_h}: {steps}",
                 "Reduce_scatter_block ; Allreduce ; Allgather (Split comms; the same intermediate buffer)"
                 if cross else "Reduce_scatter_block ; Allgather (the same intermediate buffer)", n * 8, red_h,
-                Side(lambda: red_h.allreduce(x, out=out), ok), Side(by_hand, ok), rounds, poison))
+                Side(lambda: red_h.allreduce(x, out=out), ok, why), Side(by_hand, ok, why), rounds, poison))
             rows.append(measure(
                 ctx, f"reduction {system} program {j_1}: AllReduce", "COMM_WORLD.Allreduce", n * 8, red_1,
-                Side(lambda: red_1.allreduce(x, out=out), ok), Side(lambda: world.Allreduce(x, out, MPI.SUM), ok),
-                rounds, poison))
+                Side(lambda: red_1.allreduce(x, out=out), ok, why),
+                Side(lambda: world.Allreduce(x, out, MPI.SUM), ok, why), rounds, poison))
             if size == 1 << 20 or quick:  # the sensitivity: a few µs of Python before the same call
                 rows.append(measure(
                     ctx, "control: 2 µs of Python, then COMM_WORLD.Allreduce", "COMM_WORLD.Allreduce", n * 8, None,
@@ -120,9 +121,9 @@ def _redistribution_row(ctx, quick, repeats, src, dst, mesh, ops, baseline, by_h
         xg = np.arange(R * C, dtype=np.float64).reshape(R, C)
         x, want = ex.source_tile(xg), ex.target_tile(xg)
         out = np.empty_like(want)                          # one output for both sides
-        ok = lambda: np.array_equal(out, want)  # noqa: E731
+        ok, why = lambda: np.array_equal(out, want), lambda: mismatch(out, want)  # noqa: E731
         return measure(ctx, f"redistribution {src} -> {dst} on {mesh}: {' ; '.join(ops)}", baseline, x.nbytes,
-                       ex, Side(lambda: ex(x, out=out), ok), Side(by_hand_of(x, out), ok),
+                       ex, Side(lambda: ex(x, out=out), ok, why), Side(by_hand_of(x, out), ok, why),
                        _rounds(repeats, 200, quick), lambda: out.fill(np.nan))
 
 
@@ -235,17 +236,17 @@ def halo(ctx, quick: bool, repeats) -> list[dict]:
     with plan.bind(world) as ex:
         if ex.out_shape != ext:
             raise AssertionError(f"halo: the executor's extended block is {ex.out_shape}, by hand {ext}")
-        ok_fwd = lambda: np.array_equal(out_h, want_fwd)  # noqa: E731
-        ok_adj = lambda: np.array_equal(adj_h, want_adj)  # noqa: E731
+        ok_fwd, why_fwd = lambda: np.array_equal(out_h, want_fwd), lambda: mismatch(out_h, want_fwd)  # noqa: E731
+        ok_adj, why_adj = lambda: np.array_equal(adj_h, want_adj), lambda: mismatch(adj_h, want_adj)  # noqa: E731
         rows = [measure(ctx, f"{name}: forward", "copy + packed Isend, subarray Irecv", x.nbytes, ex,
-                        Side(lambda: ex.forward(x, out=out_h), ok_fwd), Side(forward, ok_fwd), rounds,
-                        lambda: out_h.fill(np.nan)),
+                        Side(lambda: ex.forward(x, out=out_h), ok_fwd, why_fwd), Side(forward, ok_fwd, why_fwd),
+                        rounds, lambda: out_h.fill(np.nan)),
                 measure(ctx, f"{name}: adjoint", "copy + packed Isend, Irecv + add", x.nbytes, ex,
-                        Side(lambda: ex.adjoint(y, out=adj_h), ok_adj), Side(adjoint, ok_adj), rounds,
-                        lambda: adj_h.fill(np.nan)),
+                        Side(lambda: ex.adjoint(y, out=adj_h), ok_adj, why_adj), Side(adjoint, ok_adj, why_adj),
+                        rounds, lambda: adj_h.fill(np.nan)),
                 measure(ctx, f"{name}: adjoint", "reference: the same, the owned block zeroed then added to",
-                        x.nbytes, ex, Side(lambda: ex.adjoint(y, out=adj_h), ok_adj),
-                        Side(lambda: adjoint(True), ok_adj), rounds, lambda: adj_h.fill(np.nan))]
+                        x.nbytes, ex, Side(lambda: ex.adjoint(y, out=adj_h), ok_adj, why_adj),
+                        Side(lambda: adjoint(True), ok_adj, why_adj), rounds, lambda: adj_h.fill(np.nan))]
     lo.Free()
     hi.Free()
     return rows

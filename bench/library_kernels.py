@@ -20,7 +20,7 @@ import numpy as np
 from mpi4py import MPI
 
 import meshplan as mp
-from library_rank import Side, measure, rounds as _rounds
+from library_rank import Side, measure, mismatch, rounds as _rounds
 from meshplan.exec.factorization.common import Layout
 from meshplan.exec.factorization.confchox import confchox
 from meshplan.exec.factorization.conflux import conflux_lu
@@ -133,9 +133,10 @@ def matmul(ctx, quick: bool, repeats) -> list[dict]:
         c = np.empty(ex.shape("C"))                         # one output for both sides
         idx = ex.indices("C")
         rows.append(measure(ctx, f"matmul {m}x{n}x{k}, grid {plan.grid}", "Allgatherv ; gemm ; Reduce_scatter "
-                            "(Split fibers)", a.nbytes + b.nbytes, ex, Side(lambda: ex(a, b, out=c),
-                                                                            lambda: close(c, idx)),
-                            Side(lambda: cosma(a, b, c), lambda: close(c, idx)), rounds, lambda: c.fill(np.nan)))
+                            "(Split fibers)", a.nbytes + b.nbytes, ex,
+                            Side(lambda: ex(a, b, out=c), lambda: close(c, idx), lambda: mismatch(c, C[idx])),
+                            Side(lambda: cosma(a, b, c), lambda: close(c, idx), lambda: mismatch(c, C[idx])),
+                            rounds, lambda: c.fill(np.nan)))
         blocked = {w: ([ex.indices(w, r) for r in range(p)], "C") for w in "ABC"}
         blk = {w: np.empty(ex.shape(w)) for w in "ABC"}
     with plan.bind(world, layout="scalapack") as sx:
@@ -155,20 +156,30 @@ def matmul(ctx, quick: bool, repeats) -> list[dict]:
         (pr, pc), (mb, nb) = sx.grid, sx.block
         rows.append(measure(ctx, f"matmul {m}x{n}x{k}, scalapack layout {mb}x{nb} on {pr}x{pc}",
                             "Alltoallv ×2 ; the above ; Alltoallv", a_s.nbytes + b_s.nbytes, sx,
-                            Side(lambda: sx(a_s, b_s, out=s_c), lambda: close(s_c, idx)),
-                            Side(by_hand, lambda: close(s_c, idx)), rounds, lambda: s_c.fill(np.nan)))
+                            Side(lambda: sx(a_s, b_s, out=s_c), lambda: close(s_c, idx), lambda: mismatch(s_c, C[idx])),
+                            Side(by_hand, lambda: close(s_c, idx), lambda: mismatch(s_c, C[idx])), rounds,
+                            lambda: s_c.fill(np.nan)))
     cosma.free()
     return rows
 
 
-def _residual_ok(ex, x_loc, A, b) -> bool:
-    """Scaled residual ‖Ax − b‖ / (‖A‖·‖x‖·N·ε) ≤ 10 of the solution whose rows this rank holds."""
-    x = ex.collect(x_loc)
-    ok = None
-    if ex.rank == 0:
-        res = np.linalg.norm(A @ x - b) / (np.linalg.norm(A) * np.linalg.norm(x) * ex.N * np.finfo(float).eps)
-        ok = bool(res <= 10)
-    return ex.comm.bcast(ok, root=0)
+class Residual:
+    """The verification of a solve: the scaled residual ‖Ax − b‖ / (‖A‖·‖x‖·N·ε) of the solution whose rows
+    this rank holds must be ≤ 10 (:meth:`ok`, collective); :meth:`detail` reports the last one checked."""
+
+    def __init__(self, ex, A, b) -> None:
+        self.ex, self.A, self.b, self.last = ex, A, b, None
+
+    def ok(self, x_loc) -> bool:
+        x, res = self.ex.collect(x_loc), None
+        if self.ex.rank == 0:
+            res = float(np.linalg.norm(self.A @ x - self.b) / (np.linalg.norm(self.A) * np.linalg.norm(x) * self.ex.N
+                                                              * np.finfo(float).eps))
+        self.last = self.ex.comm.bcast(res, root=0)
+        return bool(self.last <= 10)  # NaN fails
+
+    def detail(self) -> str:
+        return f"scaled residual {self.last:.3g} (must be <= 10)"
 
 
 def factorization(ctx, quick: bool, repeats) -> list[dict]:
@@ -208,13 +219,14 @@ def factorization(ctx, quick: bool, repeats) -> list[dict]:
                 return lu_solve(dup, lay, F, steps, diag, B)
 
             B = b_loc.reshape(-1, 1)
-            ok_ours = lambda: _residual_ok(ex, got["ours"].solve(b_loc), A, b)  # noqa: E731
-            ok_hand = lambda: _residual_ok(ex, hand_solve(B).reshape(-1), A, b)  # noqa: E731
+            res_ours, res_hand = Residual(ex, A, b), Residual(ex, A, b)
+            ok_ours = lambda: res_ours.ok(got["ours"].solve(b_loc))  # noqa: E731
+            ok_hand = lambda: res_hand.ok(hand_solve(B).reshape(-1))  # noqa: E731
             grid = f"grid {list(plan.grid)} v={plan.block}"
             rounds = _rounds(repeats, 12 if kind == "lu" else 40, quick)
             rows.append(measure(ctx, f"{kind} factor N={N}, {grid}", f"{'COnfLUX' if kind == 'lu' else 'COnfCHOX'} "
-                                "kernel on a raw comm", a_loc.nbytes, ex, Side(ours, ok_ours),
-                                Side(by_hand, ok_hand), rounds))
+                                "kernel on a raw comm", a_loc.nbytes, ex, Side(ours, ok_ours, res_ours.detail),
+                                Side(by_hand, ok_hand, res_hand.detail), rounds))
             sol, every = {}, np.empty((p, 3), dtype=np.int64)
 
             def hand_solve_checked():  # the executor's check of every rank's rows, by hand: one Allgather
@@ -222,14 +234,16 @@ def factorization(ctx, quick: bool, repeats) -> list[dict]:
                 sol["hand"] = hand_solve(B)
 
             ours_solve = Side(lambda: sol.__setitem__("ours", got["ours"].solve(b_loc)),
-                              lambda: _residual_ok(ex, sol["ours"], A, b))
-            ok_solve = lambda: _residual_ok(ex, sol["hand"].reshape(-1), A, b)  # noqa: E731
+                              lambda: res_ours.ok(sol["ours"]), res_ours.detail)
+            ok_solve = lambda: res_hand.ok(sol["hand"].reshape(-1))  # noqa: E731
             solve_rounds = _rounds(repeats, 30 if kind == "lu" else 100, quick)
             rows.append(measure(ctx, f"{kind} solve N={N}, {grid}", "the same solve kernel on a raw comm",
                                 b_loc.nbytes, ex, ours_solve,
-                                Side(lambda: sol.__setitem__("hand", hand_solve(B)), ok_solve), solve_rounds))
+                                Side(lambda: sol.__setitem__("hand", hand_solve(B)), ok_solve, res_hand.detail),
+                                solve_rounds))
             rows.append(measure(ctx, f"{kind} solve N={N}, {grid}", "reference: the same after an Allgather of "
                                 "3 integers (the executor's check of every rank's b_loc)", b_loc.nbytes, ex,
-                                ours_solve, Side(hand_solve_checked, ok_solve), solve_rounds))
+                                ours_solve, Side(hand_solve_checked, ok_solve, res_hand.detail),
+                                solve_rounds))
         dup.Free()
     return rows

@@ -32,7 +32,8 @@ def test_quick_bench_verifies_every_row(tmp_path):
     for r in rows:
         assert isinstance(r["ratio"], float) and r["ratio"] > 0, r
         assert r["ratio_min"] <= r["ratio"] <= r["ratio_max"], r
-        assert r["verified"] and r["verified_meshplan"] and r["verified_mpi4py"], r["primitive"]
+        assert r["verified"] and r["verified_meshplan"] and r["verified_mpi4py"], (r["primitive"], r["failed"])
+        assert r["failed"] == [], r["primitive"]
         if doc["pmpi"] and not r["primitive"].startswith(("lu", "cholesky")):
             # the same MPI calls on the same data (the factorization's executor adds its agreement reductions)
             assert r["bytes_equal_model"], r["primitive"]
