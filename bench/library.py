@@ -132,9 +132,9 @@ def main(argv=None) -> int:
                   r["ratio_baseline_again"], yes[r["verified"]]] for r in rows])
     print(f"ratio = executor / hand-written, the median over the launches (range: lowest and highest); A/A control "
           f"= the hand-written call's second timing / its first (noise alone); same MPI bytes: the bytes each side "
-          f"hands to MPI in one call (PMPI), on every rank — the factorization's executor adds its agreement "
-          f"reductions (the breakdown, the right-hand side's rows; PMPI does not see the input check, an "
-          f"MPI_Iallreduce); target ≤ {TARGET}")
+          f"hands to MPI in one call (PMPI), on every rank — the factorization's executor adds its small "
+          f"agreement reductions (the factor's input check and breakdown, the solve's check of every rank's "
+          f"right-hand side); target ≤ {TARGET}")
     over = [r["primitive"] for r in rows if r["role"] == "executor" and r["ratio"] > TARGET]
     if over:
         print(f"executors above {TARGET}: {'; '.join(over)}")

@@ -19,13 +19,16 @@ communicator (made at bind, freed by :meth:`close`), counted in :attr:`counter`;
 handle per call.  A breakdown — a singular matrix (LU), one that is not positive definite (Cholesky) —
 raises :class:`~meshplan.models.factorization.breakdown.FactorizationBreakdown` (a
 ``VerificationError``) naming the step, block and column on every rank: the ranks agree on it with one
-small uncounted reduction, so none waits for another.  Bad input raises ``ModelError`` on every rank.
+small uncounted reduction, so none waits for another.  Bad input raises ``ModelError`` on every rank: a
+solve checks its right-hand side against the plan's rows on each rank, and the ranks agree on the verdict
+(and on ``nrhs``) with one small uncounted reduction that is in flight while the sweeps run, so that a right
+one costs no synchronisation of its own.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from mpi4py import MPI
@@ -63,6 +66,11 @@ class FactorExecutor(Executor):
         # the plan's own communication: a private duplicate (no clash with the caller's messages)
         self._comm = self.comms.split(np.zeros(self.size, dtype=np.int64), np.arange(self.size))
         self._control = self._comm.comm  # uncounted agreement traffic
+        # a solve's messages may not match when the ranks' right-hand sides disagree (which its in-flight check
+        # then reports on every rank): MPI must return that error, not abort
+        self._control.Set_errhandler(MPI.ERRORS_RETURN)
+        #: a solve's check: this rank's ``[wrong, shape word, −shape word]`` and the ranks' maximum (reused)
+        self._rhs_status, self._rhs_agreed = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64)
         self._parts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._work: np.ndarray | None = None  # the working tile a factorization overwrites, reused by every call
 
@@ -129,13 +137,39 @@ class FactorExecutor(Executor):
         self._control.Allgather(mine, every)
         if not every[:, 0].any() and (every[:, 1:] == every[0, 1:]).all():
             return tuple(s[1:])
-        shapes = self._control.allgather(x.shape)
-        for r, s in enumerate(shapes):
+        self._refuse(x, what)
+
+    def _local_rhs(self, b: np.ndarray) -> np.ndarray:
+        """This rank's right-hand side as the ``rows × nrhs`` matrix the sweeps run on (no copy when it is one
+        already), checked against the plan's rows here; its status goes to ``_rhs_status`` for the ranks to
+        agree on.  A wrong one is replaced by zeros of this rank's rows, so that the sweeps still post every
+        message before every rank raises."""
+        s = b.shape
+        nrhs = s[1] if len(s) == 2 and s[1] > 0 else 1
+        B = None
+        if len(s) in (1, 2) and s[0] == len(self.rows) and (len(s) == 1 or s[1] > 0):
+            try:
+                B = np.ascontiguousarray(b.reshape(s[0], nrhs), dtype=self.dtype)
+            except (TypeError, ValueError):
+                B = None
+        word = 4 * nrhs + min(len(s), 3)      # ranks agree when the maximum of word and of −word match
+        st = self._rhs_status
+        st[0], st[1], st[2] = B is None, word, -word
+        return B if B is not None else np.zeros((len(self.rows), nrhs), dtype=self.dtype)
+
+    def _refuse(self, x: np.ndarray, what: str, unconverted: bool = False) -> NoReturn:
+        """Raise, on every rank (collective), the ``ModelError`` that names the first rank whose ``x`` does
+        not hold its rows with the columns of every other rank, else the first whose values did not convert
+        to the plan's dtype (``unconverted`` on that rank)."""
+        views = self._control.allgather((tuple(x.shape), str(x.dtype), bool(unconverted)))
+        for r, (s, _dt, _u) in enumerate(views):
             want = len(self._part(r)[0])
-            if len(s) not in (1, 2) or s[0] != want or s[1:] != shapes[0][1:] or (len(s) == 2 and s[1] < 1):
+            if len(s) not in (1, 2) or s[0] != want or s[1:] != views[0][0][1:] or (len(s) == 2 and s[1] < 1):
                 raise ModelError(f"{what} on rank {r} has shape {tuple(s)}; it must hold that rank's {want} rows "
                                  f"(ex.rows), with the same number of columns on every rank", param=what)
-        raise AssertionError(f"{what}: the ranks' shapes {shapes} disagree")  # pragma: no cover - the loop raised
+        r = next((r for r, v in enumerate(views) if v[2]), 0)
+        raise ModelError(f"{what} on rank {r} (dtype {views[r][1]}) does not convert to {self.dtype}; give numbers",
+                         param=what)
 
     # -- factor and solve (counted) ------------------------------------------------------------------------
     def factor(self, A_loc: Any) -> "Factors":
@@ -227,14 +261,26 @@ class Factors:
     def solve(self, b_loc: Any) -> np.ndarray:
         """``x_loc`` (this rank's rows of ``x``, shaped like ``b_loc``) with ``A x = b``, from this rank's rows
         of ``b`` (``ex.distribute_rhs(b)``: a vector or ``rows × nrhs``).  Collective; no factor is
-        gathered (words: :func:`meshplan.models.factorization.solve_cost.solve_cost`)."""
+        gathered (words: :func:`meshplan.models.factorization.solve_cost.solve_cost`).  A ``b_loc`` that
+        does not hold this rank's rows, or whose columns differ from another rank's, raises ``ModelError``
+        on every rank (after the sweeps, which then run on zeros)."""
         ex = self.executor
         ex._require_open()
         b = np.asarray(b_loc)
-        ex._agree_rows(b, "b_loc")
-        B = np.ascontiguousarray(b.reshape(b.shape[0], -1), dtype=ex.dtype)
-        if self.kind == "lu":
-            X = lu_solve(ex._comm, ex.layout, self.local, self._steps, self._diag, B)
-        else:
-            X = cholesky_solve(ex._comm, ex.layout, self.local, B)
+        B = ex._local_rhs(b)
+        # every rank's verdict on its b_loc travels while the sweeps run: no synchronisation of its own
+        check = ex._control.Iallreduce(ex._rhs_status, ex._rhs_agreed, MPI.MAX)
+        faults: list = []  # the MPI errors of messages that do not match (ranks that disagree on nrhs)
+        try:
+            if self.kind == "lu":
+                X = lu_solve(ex._comm, ex.layout, self.local, self._steps, self._diag, B, faults)
+            else:
+                X = cholesky_solve(ex._comm, ex.layout, self.local, B, faults)
+        finally:
+            check.Wait()  # every rank posted it before its sweeps: it completes
+        wrong, word, neg = ex._rhs_agreed
+        if wrong or word != -neg:
+            ex._refuse(b, "b_loc", unconverted=bool(ex._rhs_status[0]))
+        if faults:  # messages that did not match although every rank's b_loc is right: not the user's error
+            raise faults[0]
         return X.reshape(b.shape)

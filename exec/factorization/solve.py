@@ -16,14 +16,20 @@ because ``U01 = L00⁻¹·A01``.  Cholesky uses ``L00`` and ``L10`` (``A = L·L�
 * backward, per step from the last: reduce the products ``A01·x`` (LU) or ``L10ᵀ·x`` (Cholesky) onto the
   solver, solve there, send ``x_t`` to the ranks that own its rows (and, for LU, its columns).
 
-Every message is a point-to-point buffer on the counting communicator (tags 41–44).
+Every message is a point-to-point buffer on the counting communicator (tags 41–44).  Which messages flow
+depends only on the plan; their sizes also on ``nrhs``.  With a list ``faults`` an MPI error of a wait (a
+receive longer than its buffer: ranks that disagree on ``nrhs``) is recorded there instead of raised and
+every message still completes, so that the caller — which checks the ranks' right-hand sides with a
+reduction in flight during the sweeps — raises on every rank after them, where one rank alone would
+otherwise leave the others waiting.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from mpi4py import MPI
 
-from meshplan.exec.factorization.common import Layout, exchange
+from meshplan.exec.factorization.common import Layout, post
 from meshplan.models.factorization.cost import cyclic_count
 from meshplan.models.factorization.problem import layer_slices
 
@@ -40,13 +46,34 @@ def _step(lay: Layout, t: int):
     return c0, vt, c0 + vt, px_t, py_t, z0, g.rank(px_t, py_t, z0)
 
 
+def exchange(comm, sends, recvs, tag: int, dtype, faults: list | None = None) -> list[np.ndarray]:
+    """:func:`~meshplan.exec.factorization.common.exchange`; with a list ``faults``, an MPI error of the wait
+    is appended to it and the remaining requests are completed (the received arrays then hold garbage)."""
+    pending = post(comm, sends, recvs, tag, dtype)
+    if faults is None:
+        return pending.wait()
+    try:
+        return pending.wait()
+    except MPI.Exception as err:
+        faults.append(err)
+        for req in pending.reqs:  # mpi4py nulls the completed ones; MPI completes a truncated receive
+            try:
+                req.Wait()
+            except MPI.Exception as more:
+                faults.append(more)
+        pending.reqs = []
+        return pending.out
+
+
 def _unit_lower(lu: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.linalg.solve(np.tril(lu, -1) + np.eye(lu.shape[0]), c)
 
 
-def lu_solve(comm, lay: Layout, F: np.ndarray, pivots: list[np.ndarray], diag: dict, B: np.ndarray) -> np.ndarray:
+def lu_solve(comm, lay: Layout, F: np.ndarray, pivots: list[np.ndarray], diag: dict, B: np.ndarray,
+             faults: list | None = None) -> np.ndarray:
     """``x`` (this rank's rows) with ``A x = b`` from COnfLUX's factors: ``F`` (this rank's entries),
-    ``pivots`` (per step, global row indices), ``diag`` (``lu00`` of the steps this rank solves)."""
+    ``pivots`` (per step, global row indices), ``diag`` (``lu00`` of the steps this rank solves);
+    ``faults`` as in :func:`exchange`."""
     g, N, dt = lay.grid, lay.N, lay.dtype
     px, py, pz, me = lay.px, lay.py, lay.pz, lay.rank
     nrhs = B.shape[1]
@@ -69,7 +96,7 @@ def lu_solve(comm, lay: Layout, F: np.ndarray, pivots: list[np.ndarray], diag: d
             for x in range(g.Px):
                 ks = np.flatnonzero(own == x)
                 recvs += [((y, z), ks, g.rank(x, y, z)) for y, z in pairs if len(ks) and g.rank(x, y, z) != me]
-        got = exchange(comm, sends, [(r, (len(ks), nrhs)) for _yz, ks, r in recvs], T_RHS, dt)
+        got = exchange(comm, sends, [(r, (len(ks), nrhs)) for _yz, ks, r in recvs], T_RHS, dt, faults)
         holder = (py, pz) == (py_t, z0)
         y_t = None
         if me == solver:
@@ -82,19 +109,19 @@ def lu_solve(comm, lay: Layout, F: np.ndarray, pivots: list[np.ndarray], diag: d
         # y_t to the other holders of the block column, which update their remaining rows
         if c1 < N and holder:
             if me == solver:
-                exchange(comm, [(g.rank(x, py_t, z0), y_t) for x in range(g.Px) if x != px_t], [], T_Y, dt)
+                exchange(comm, [(g.rank(x, py_t, z0), y_t) for x in range(g.Px) if x != px_t], [], T_Y, dt, faults)
             else:
-                y_t = exchange(comm, [], [(solver, (vt, nrhs))], T_Y, dt)[0]
+                y_t = exchange(comm, [], [(solver, (vt, nrhs))], T_Y, dt, faults)[0]
             nonpiv = np.setdiff1d(np.flatnonzero(active), lr, assume_unique=True)
             if len(nonpiv):
                 jl = lay.cols_from(c0).start
                 acc[nonpiv] += F[nonpiv, jl:jl + vt] @ y_t
         active[lr] = False
         held.add((py_t, z0))
-    return _lu_backward(comm, lay, F, pivots, diag, C, nrhs)
+    return _lu_backward(comm, lay, F, pivots, diag, C, nrhs, faults)
 
 
-def _lu_backward(comm, lay: Layout, F, pivots, diag, C, nrhs: int) -> np.ndarray:
+def _lu_backward(comm, lay: Layout, F, pivots, diag, C, nrhs: int, faults) -> np.ndarray:
     g, N, dt = lay.grid, lay.N, lay.dtype
     Px, Py, Pz, v = g.Px, g.Py, g.Pz, g.v
     px, py, pz, me = lay.px, lay.py, lay.pz, lay.rank
@@ -116,7 +143,7 @@ def _lu_backward(comm, lay: Layout, F, pivots, diag, C, nrhs: int) -> np.ndarray
                     ks = np.flatnonzero((own == x) & (zk == z))
                     recvs += [(ks, g.rank(x, y, z)) for y in ys if len(ks) and g.rank(x, y, z) != me]
         sends = [(solver, part)] if part is not None and me != solver else []
-        got = exchange(comm, sends, [(r, (len(ks), nrhs)) for ks, r in recvs], T_PROD, dt)
+        got = exchange(comm, sends, [(r, (len(ks), nrhs)) for ks, r in recvs], T_PROD, dt, faults)
         x_t = None
         if me == solver:
             r = C[t].copy()
@@ -126,9 +153,9 @@ def _lu_backward(comm, lay: Layout, F, pivots, diag, C, nrhs: int) -> np.ndarray
                 r[ks] -= got_part
             x_t = np.linalg.solve(np.triu(diag[t]), _unit_lower(diag[t], r))
             dests = [q for q in range(g.p) if q != me and _needs_x(g, q, t, px_t, py_t)]
-            exchange(comm, [(q, x_t) for q in dests], [], T_X, dt)
+            exchange(comm, [(q, x_t) for q in dests], [], T_X, dt, faults)
         elif _needs_x(g, me, t, px_t, py_t):
-            x_t = exchange(comm, [], [(solver, (vt, nrhs))], T_X, dt)[0]
+            x_t = exchange(comm, [], [(solver, (vt, nrhs))], T_X, dt, faults)[0]
         if px == px_t:
             r0 = lay.rows_from(c0).start
             X[r0:r0 + vt] = x_t
@@ -144,8 +171,9 @@ def _needs_x(g, rank: int, t: int, px_t: int, py_t: int) -> bool:
     return x == px_t or (t > 0 and y == py_t)
 
 
-def cholesky_solve(comm, lay: Layout, F: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """``x`` (this rank's rows) with ``A x = b`` from COnfCHOX's factor ``L`` (this rank's entries ``F``)."""
+def cholesky_solve(comm, lay: Layout, F: np.ndarray, B: np.ndarray, faults: list | None = None) -> np.ndarray:
+    """``x`` (this rank's rows) with ``A x = b`` from COnfCHOX's factor ``L`` (this rank's entries ``F``);
+    ``faults`` as in :func:`exchange`."""
     g, N, dt = lay.grid, lay.N, lay.dtype
     Px, Py, Pz, v = g.Px, g.Py, g.Pz, g.v
     px, py, pz, me = lay.px, lay.py, lay.pz, lay.rank
@@ -164,7 +192,7 @@ def cholesky_solve(comm, lay: Layout, F: np.ndarray, B: np.ndarray) -> np.ndarra
         others = sorted(held - {(py_t, z0)})
         sends = [(solver, acc[r0:r0 + vt])] if px == px_t and me != solver and (py, pz) in others else []
         srcs = [g.rank(px_t, y, z) for y, z in others] if me == solver else []
-        got = exchange(comm, sends, [(s, (vt, nrhs)) for s in srcs], T_RHS, dt)
+        got = exchange(comm, sends, [(s, (vt, nrhs)) for s in srcs], T_RHS, dt, faults)
         holder = (py, pz) == (py_t, z0)
         rr = lay.rows_from(c1)
         jl = lay.cols_from(c0).start if holder else 0
@@ -173,9 +201,9 @@ def cholesky_solve(comm, lay: Layout, F: np.ndarray, B: np.ndarray) -> np.ndarra
             c = B[r0:r0 + vt] - acc[r0:r0 + vt] - sum(got, np.zeros((vt, nrhs), dtype=dt))
             L00[t] = np.tril(F[r0:r0 + vt, jl:jl + vt])
             y_t = Y[t] = np.linalg.solve(L00[t], c)
-            exchange(comm, [(g.rank(x, py_t, z0), y_t) for x in below(t, c1)], [], T_Y, dt)
+            exchange(comm, [(g.rank(x, py_t, z0), y_t) for x in below(t, c1)], [], T_Y, dt, faults)
         elif holder and px in below(t, c1):
-            y_t = exchange(comm, [], [(solver, (vt, nrhs))], T_Y, dt)[0]
+            y_t = exchange(comm, [], [(solver, (vt, nrhs))], T_Y, dt, faults)[0]
         if holder and rr.stop > rr.start:
             acc[rr] += F[rr, jl:jl + vt] @ y_t
         held.add((py_t, z0))
@@ -188,14 +216,14 @@ def cholesky_solve(comm, lay: Layout, F: np.ndarray, B: np.ndarray) -> np.ndarra
         part = F[rr, jl:jl + vt].T @ X[rr] if holder and rr.stop > rr.start else None
         srcs = [g.rank(x, py_t, z0) for x in below(t, c1)] if me == solver else []
         sends = [(solver, part)] if part is not None and me != solver else []
-        got = exchange(comm, sends, [(s, (vt, nrhs)) for s in srcs], T_PROD, dt)
+        got = exchange(comm, sends, [(s, (vt, nrhs)) for s in srcs], T_PROD, dt, faults)
         r0 = lay.rows_from(c0).start
         if me == solver:
             r = Y[t] - sum(got, np.zeros((vt, nrhs), dtype=dt)) - (part if part is not None else 0)
             x_t = np.linalg.solve(L00[t].T, r)
             exchange(comm, [(g.rank(px_t, y, z), x_t) for y in range(Py) for z in range(Pz)
-                            if g.rank(px_t, y, z) != me], [], T_X, dt)
+                            if g.rank(px_t, y, z) != me], [], T_X, dt, faults)
             X[r0:r0 + vt] = x_t
         elif px == px_t:
-            X[r0:r0 + vt] = exchange(comm, [], [(solver, (vt, nrhs))], T_X, dt)[0]
+            X[r0:r0 + vt] = exchange(comm, [], [(solver, (vt, nrhs))], T_X, dt, faults)[0]
     return X

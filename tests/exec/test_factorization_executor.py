@@ -130,7 +130,17 @@ def _reuse_and_errors(comm, out: dict) -> None:
                 nan[0, 0] = np.nan
             out[f"{kind}:nan-tile"] = _agree(comm, lambda: ex.factor(nan))
             bl = ex.distribute_rhs(b if me == 0 else None)
+            x_good = ex.collect(F.solve(bl))
             out[f"{kind}:bad-rhs"] = _agree(comm, lambda: F.solve(bl[:-1] if me == p - 1 else bl))
+            # the ranks disagree on nrhs, both ways: the last rank's messages are longer than the others expect
+            # (a truncated receive there), the first rank's shorter
+            out[f"{kind}:rhs-columns"] = _agree(comm, lambda: F.solve(np.tile(bl[:, None], 3) if me == p - 1 else bl))
+            out[f"{kind}:rhs-columns-fewer"] = _agree(
+                comm, lambda: F.solve(bl if me == 0 else np.tile(bl[:, None], 2)))
+            out[f"{kind}:rhs-dtype"] = _agree(comm, lambda: F.solve(np.full(bl.shape, "x") if me == p - 1 else bl))
+            x_again = ex.collect(F.solve(bl))     # still usable, and no message of the refused solves is left over
+            if me == 0:
+                out[f"{kind}:after-bad-rhs"] = bool(np.array_equal(x_good, x_again))
             out[f"{kind}:none-on-root"] = _agree(comm, lambda: ex.distribute(None))
             out[f"{kind}:rhs-length"] = _agree(comm, lambda: ex.distribute_rhs(np.zeros(N + 1) if me == 0 else None))
         h_close = pmpi.handles()
@@ -254,12 +264,16 @@ def test_breakdown_is_raised_on_every_rank(verdicts, np_):
 @pytest.mark.parametrize("np_", RANKS)
 def test_bad_input_is_refused_on_every_rank(verdicts, np_):
     out = verdicts(np_)
-    expect = {"bad-tile": "tile shape", "nan-tile": "NaN", "bad-rhs": "b_loc on rank", "none-on-root": "None",
+    expect = {"bad-tile": "tile shape", "nan-tile": "NaN", "bad-rhs": f"b_loc on rank {np_ - 1} has shape",
+              "rhs-columns": "b_loc on rank", "rhs-columns-fewer": "b_loc on rank",
+              "rhs-dtype": f"b_loc on rank {np_ - 1} (dtype <U", "none-on-root": "None",
               "rhs-length": "b has shape", "closed": "closed", "wrong-size": "ranks but comm has"}
     for kind in ("lu", "cholesky"):
         for case, fragment in expect.items():
             raised = out[f"{kind}:{case}"]["raised"]
             assert all(r is not None and r[0] == "ModelError" and fragment in r[1] for r in raised), (case, raised)
+            assert len({r[1] for r in raised}) == 1, (case, raised)   # the same message on every rank
+        assert out[f"{kind}:after-bad-rhs"], kind
 
 
 @pytest.mark.parametrize("np_", RANKS)
