@@ -63,8 +63,25 @@ def _child(specs: list[dict], cost: str) -> list[dict]:
             rep = read_hlo(c.as_text())
             rec[way] = {"sent_bytes": rep.wire * 4, "peak_bytes": _memory(c), "hlo_height_bytes": rep.height * 4,
                         "collectives": [str(k) for k in rep.communication]}
+        rec["grad_equal"] = _grad_equal(mj, shape, s, d, cost)
         out.append(rec)
     return out
+
+
+def _grad_equal(mj, shape: tuple, s, d, cost: str) -> bool:
+    """``jax.grad`` through :func:`meshplan.jax.reshard` (the transposes of its shard_map collectives) gives
+    the weights of the loss ``Σ y·W``, as the source sharding: a redistribution is the identity on the array."""
+    import math
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    n = math.prod(shape)
+    w = (jnp.arange(n, dtype=jnp.float32) % 7 - 3).reshape(shape)
+    x = jax.device_put(jnp.arange(n, dtype=jnp.float32).reshape(shape), s)
+    g = jax.jit(jax.grad(lambda v: (mj.reshard(v, d, src=s, cost=cost) * w).sum()))(x)
+    return bool(np.array_equal(np.asarray(g), np.asarray(w)) and g.sharding.is_equivalent_to(s, len(shape)))
 
 
 def _psum_child(jobs: list) -> list[dict]:

@@ -120,6 +120,8 @@ def _worker(rank: int, nprocs: int, port: int, problems: list, out: str, cost: s
             want = g[tuple(slice(int(o), int(o) + s) for o, s in zip(offs, want_shape))]
             rec["equal"] = all(torch.equal(results[w], results["dtensor"]) for w in ways) and \
                 torch.equal(results["meshplan"], want)
+            if "meshplan" in ways:
+                rec["grad_equal"] = _grad_equal(mpt, local, p.shape, mesh, src_pl, dst_pl, cost)
             records.append(rec)
         red = _reductions(reductions)
         gathered = [None] * nprocs
@@ -131,6 +133,8 @@ def _worker(rank: int, nprocs: int, port: int, problems: list, out: str, cost: s
             for k, rec in enumerate(records):
                 m = dict(rec)
                 m["equal"] = all(r[k]["equal"] for r in gathered)
+                if "grad_equal" in rec:
+                    m["grad_equal"] = all(r[k]["grad_equal"] for r in gathered)
                 for way in ways:
                     m[way] = {"sent_bytes": max(r[k][way]["sent_bytes"] for r in gathered),
                               "peak_bytes": max(r[k][way]["peak_bytes"] for r in gathered),
@@ -142,6 +146,27 @@ def _worker(rank: int, nprocs: int, port: int, problems: list, out: str, cost: s
             write_output(out, json.dumps({"redistribution": merged, "reduction": merged_red}), what="result file")
     finally:
         dist.destroy_process_group()
+
+
+def _grad_equal(mpt, local, shape: tuple, mesh, src_pl, dst_pl, cost: str) -> bool:
+    """The gradient through :func:`meshplan.torch.redistribute` equals the one through DTensor's own
+    ``redistribute``, and both equal the weights' tile under the source placements (cut by DTensor from a
+    replicated copy): the loss is ``Σ y·W`` over this rank's tile, in float64 on integer values (exact)."""
+    import torch
+    from torch.distributed.tensor import DTensor, Replicate
+
+    grads = []
+    stride = tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
+    for mine in (True, False):
+        leaf = local.to(torch.float64).requires_grad_()
+        x = DTensor.from_local(leaf, mesh, src_pl, run_check=False, shape=shape, stride=stride)
+        y = mpt.redistribute(x, dst_pl, cost=cost) if mine else x.redistribute(mesh, dst_pl)
+        w = torch.arange(math.prod(shape), dtype=torch.float64).reshape(shape) % 7 - 3
+        whole = DTensor.from_local(w, mesh, [Replicate()] * mesh.ndim, run_check=False)
+        (y.to_local() * whole.redistribute(mesh, dst_pl).to_local()).sum().backward()
+        grads.append(leaf.grad)
+    want = whole.redistribute(mesh, src_pl).to_local()
+    return torch.equal(grads[0], grads[1]) and torch.equal(grads[0], want)
 
 
 def _reductions(jobs: list) -> list[dict]:

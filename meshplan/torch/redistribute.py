@@ -173,29 +173,55 @@ class _Program:
 _PROGRAMS: dict[tuple, _Program] = {}
 
 
-def redistribute(x: Any, placements: Any, *, cost: str = "wire") -> Any:
-    """``x.redistribute(x.device_mesh, placements)`` carried out by meshplan's plan (see the module docstring):
-    a new DTensor on the same mesh with ``placements`` (``Shard``, ``Replicate`` and ``_StridedShard`` for the
-    other order of several mesh dimensions on one tensor dimension; docs/frameworks.md).  Every rank of the
-    default process group must call it (the first call of a plan builds its process groups)."""
-    from torch.distributed.tensor import DTensor
+def _move(mesh, shape: tuple, src_pl: tuple, dst_pl: tuple, local: torch.Tensor, cost: str) -> torch.Tensor:
+    """This rank's tile of the global array under ``src_pl`` turned into its tile under ``dst_pl``, by
+    meshplan's program for the pair (built once per pair and cached)."""
     from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
-    fp = plan(x, placements, cost=cost)
-    mesh = x.device_mesh
+    fp = _plan(mesh, shape, src_pl, dst_pl, local.dtype, cost)
     key = (id(torch.distributed.group.WORLD), mesh, fp.src, fp.dst, fp.cost_model)
     prog = _PROGRAMS.get(key)
     if prog is None:
         prog = _PROGRAMS[key] = _Program(fp, mesh)
-    local = x.to_local()
+    t = local
     for i, d in enumerate(fp.plan.search.src.dims):
         if d.axes:  # an uneven chunk of a split dimension: padded to the whole tile
-            local = _fit(local, i, d.local)
-    y = prog(local)
-    shape, _ = compute_local_shape_and_global_offset(x.shape, mesh, tuple(placements))
-    if tuple(y.shape) != tuple(shape):
-        y = y[tuple(slice(0, s) for s in shape)]
+            t = _fit(t, i, d.local)
+    y = prog(t)
+    want, _ = compute_local_shape_and_global_offset(shape, mesh, dst_pl)
+    if tuple(y.shape) != tuple(want):
+        y = y[tuple(slice(0, s) for s in want)]
     y = y.contiguous()
-    if y.data_ptr() == x.to_local().data_ptr():
+    if y.data_ptr() == local.data_ptr():
         y = y.clone()
-    return DTensor.from_local(y, mesh, tuple(placements), run_check=False, shape=x.shape, stride=x.stride())
+    return y
+
+
+class _Redistribute(torch.autograd.Function):
+    """The local step of :func:`redistribute` for autograd.  A redistribution leaves the logical array as it
+    is, so its gradient is the gradient redistributed back, ``dst → src`` — DTensor's own rule for
+    ``redistribute`` — and that reverse move is meshplan's plan for the reverse pair."""
+
+    @staticmethod
+    def forward(ctx, local, mesh, shape, src_pl, dst_pl, cost):
+        ctx.args = (mesh, shape, src_pl, dst_pl, cost)
+        return _move(mesh, shape, src_pl, dst_pl, local, cost)
+
+    @staticmethod
+    def backward(ctx, grad):
+        mesh, shape, src_pl, dst_pl, cost = ctx.args
+        return _move(mesh, shape, dst_pl, src_pl, grad.contiguous(), cost), None, None, None, None, None
+
+
+def redistribute(x: Any, placements: Any, *, cost: str = "wire") -> Any:
+    """``x.redistribute(x.device_mesh, placements)`` carried out by meshplan's plan (see the module docstring):
+    a new DTensor on the same mesh with ``placements`` (``Shard``, ``Replicate`` and ``_StridedShard`` for the
+    other order of several mesh dimensions on one tensor dimension; docs/frameworks.md).  Every rank of the
+    default process group must call it (the first call of a plan builds its process groups).  It is
+    differentiable: the gradient flows back by meshplan's plan for ``placements → x.placements``."""
+    from torch.distributed.tensor import DTensor
+
+    plan(x, placements, cost=cost)   # validates x, placements and cost
+    mesh, dst_pl = x.device_mesh, tuple(placements)
+    y = _Redistribute.apply(x.to_local(), mesh, tuple(x.shape), tuple(x.placements), dst_pl, cost)
+    return DTensor.from_local(y, mesh, dst_pl, run_check=False, shape=x.shape, stride=x.stride())

@@ -23,6 +23,7 @@ def test_reshard_equals_device_put_on_the_family():
     for p, r in zip(problems, records):
         where = str(p)
         assert r["equal"], where
+        assert r["grad_equal"], where   # jax.grad through reshard gives the weights, in the source sharding
         m, x = r["meshplan"], r["xla"]
         assert m["sent_bytes"] == r["plan_sent_bytes"], where   # the compiled HLO sends what the plan says
         assert m["sent_bytes"] <= x["sent_bytes"], where

@@ -45,6 +45,7 @@ def test_redistribute_and_all_reduce_equal_the_framework(nprocs):
     for p, r in zip(problems, records):
         where = str(p)
         assert r["equal"], where   # every rank: meshplan == DTensor == the tile cut from the global array
+        assert r["grad_equal"], where   # the gradient flows back like DTensor's (the reverse plan)
         m, d = r["meshplan"], r["dtensor"]
         if all(n % 8 == 0 for n in p.shape):   # no padding: the plan's byte figures are what torch sent
             assert m["sent_bytes"] == r["plan_sent_bytes"], where
