@@ -295,7 +295,7 @@ def _combine(problem: SubProblem, results: list[Intensity]) -> Intensity:
         return replace(r, problem=problem, cases=tuple(results))
     k = max(range(len(results)), key=lambda i: (results[i].exponent, float(results[i].chi.subs(X, 1e12))))
     if results[k].method == "relaxation":   # only the leading case's tiles are reported: derive them now
-        results = results[:k] + [_intensity_case(results[k].problem)] + results[k + 1:]
+        results = results[:k] + [_with_tiles(results[k])] + results[k + 1:]
     top = results[k]
     X0 = top.X0
     # each case's ρ at X0, simplified only when it is kept (the values are compared numerically first:
@@ -390,15 +390,24 @@ def _intensity_case(problem: SubProblem, *, tiles: bool = True) -> Intensity:
             chi_relax, X0, rho = zr * X, sp.oo, zr
             notes.append("χ(X) ≤ z·X by dominating each statement's work with one access term")
     notes.append("KKT not solved symbolically: certified AM-GM relaxation (valid, possibly weaker)")
-    want_tiles, tiles_x, tiles = tiles, {}, {}
-    if X0 != sp.oo and want_tiles:
-        top = max(range(len(relax)), key=lambda k: relax[k][1])
-        tiles_x = equality_tiles(problem, top) or {}
-        tiles = {c: simplified(e.subs(X, X0)) for c, e in tiles_x.items()}
-        if tiles:
-            notes.append("tiles: AM-GM equality point of the relaxation for the leading statement "
-                         "(asymptotically optimal, lower-order terms ignored)")
-    return Intensity(problem, "relaxation", chi_relax, X0, rho, tiles, tiles_x, W, tuple(notes))
+    out = Intensity(problem, "relaxation", chi_relax, X0, rho, exponent=W, notes=tuple(notes))
+    return _with_tiles(out, relax) if tiles else out
+
+
+def _with_tiles(result: Intensity, relax=None) -> Intensity:
+    """A relaxation ``result`` (derived without tiles) with its tiles: the AM–GM equality point of the
+    leading statement at ``X0`` (none when ``X0 = ∞``) — the rest of the derivation is not repeated."""
+    if result.X0 == sp.oo:
+        return result
+    relax = relaxation(result.problem) if relax is None else relax
+    top = max(range(len(relax)), key=lambda k: relax[k][1])
+    tiles_x = equality_tiles(result.problem, top) or {}
+    if not tiles_x:
+        return result
+    tiles = {c: simplified(e.subs(X, result.X0)) for c, e in tiles_x.items()}
+    return replace(result, tiles=tiles, tiles_of_X=tiles_x, notes=result.notes + (
+        "tiles: AM-GM equality point of the relaxation for the leading statement "
+        "(asymptotically optimal, lower-order terms ignored)",))
 
 
 def _rho_at_infinity(chi: sp.Expr) -> sp.Expr:

@@ -23,9 +23,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import numpy as np
-
-from meshplan.solvers.soap.lp import max_le_one
+from meshplan.solvers.soap.lp import int_rows, solve_rows
 
 __all__ = ["log_constant", "feasible", "face_vertices", "best_dual", "nondegenerate"]
 
@@ -50,20 +48,26 @@ def feasible(w, mu, A, G, c, W) -> bool:
     return True
 
 
-def _face_min(A, G, c, W, d):
+def _face_min(A, G, c, W, d, rows=None):
     """A dual point minimizing ``d·w`` (``d ≥ 0``) on the optimal face, by LP duality.
 
     ``min d·w  s.t.  Aᵀw + Gᵀμ ≥ c, Σw ≤ W, w, μ ≥ 0`` has the dual
     ``max c·x − W·s  s.t.  A x − s ≤ d, G x ≤ 0, x, s ≥ 0`` — the simplex's form
     (right-hand sides ``d, 0 ≥ 0``); its row duals are ``(w, μ)``.
     """
-    rows = [list(r) + [Fraction(-1)] for r in A] + [list(r) + [Fraction(0)] for r in G]
-    res = max_le_one(list(c) + [-Fraction(W)], rows, list(d) + [Fraction(0)] * len(G))
+    if rows is None:
+        rows = _face_rows(A, G)
+    res = solve_rows(list(c) + [-Fraction(W)], rows, list(d) + [Fraction(0)] * len(G))
     if res is None:
         return None
     y = res[2]
     w, mu = y[:len(A)], y[len(A):]
     return (w, mu) if feasible(w, mu, A, G, c, W) else None
+
+
+def _face_rows(A, G):
+    """The constraint rows of :func:`_face_min`'s LP (the same for every ``d``), converted once."""
+    return int_rows([list(r) + [Fraction(-1)] for r in A] + [list(r) + [Fraction(0)] for r in G])
 
 
 #: the optimal face is explored (2 exact LPs per access monomial) only up to this many access
@@ -77,9 +81,10 @@ def face_vertices(A, G, c, W, w0, mu0):
     maximizing each ``w_j`` on the face."""
     m = len(A)
     out = [(list(w0), list(mu0))]
+    rows = _face_rows(A, G)
     for j in range(m):
         for d in ([Fraction(int(i == j)) for i in range(m)], [Fraction(int(i != j)) for i in range(m)]):
-            p = _face_min(A, G, c, W, d)
+            p = _face_min(A, G, c, W, d, rows)
             if p is not None and all(p[0] != q[0] for q in out):
                 out.append((list(p[0]), list(p[1])))
     return out
@@ -95,6 +100,41 @@ def nondegenerate(A, G, x) -> bool:
     return positive == len(rows)
 
 
+def _descend(verts: list[list[float]], coeffs: list[float], W: float) -> tuple[list[float], float]:
+    """Mixing weights ``λ`` (on the simplex) of the vertices ``verts`` minimizing ``log C(Σ_k λ_k w_k)``, by
+    exponentiated gradient with step halving, and that minimum.  Plain floats: a face has a few
+    vertices of at most :data:`MAX_FACE_ROWS` weights, where array calls cost more than they compute."""
+    m, K = len(coeffs), len(verts)
+    scale = [W * cj for cj in coeffs]
+    log, exp = math.log, math.exp
+
+    def mix(lam):
+        return [sum(verts[k][j] * lam[k] for k in range(K)) for j in range(m)]
+
+    def f(lam):
+        return sum(wj * log(wj / sj) for wj, sj in zip(mix(lam), scale) if wj > 1e-15)
+
+    lam = [1.0 / K] * K
+    cur = f(lam)
+    eta = 1.0
+    for _ in range(400):
+        t = [log(max(wj, 1e-15) / sj) + 1.0 for wj, sj in zip(mix(lam), scale)]
+        g = [sum(vk[j] * t[j] for j in range(m)) for vk in verts]
+        gmin = min(g)
+        trial = [lk * exp(-eta * (gk - gmin)) for lk, gk in zip(lam, g)]
+        total = sum(trial)
+        trial = [x / total for x in trial]
+        val = f(trial)
+        if val < cur - 1e-15:
+            lam, cur = trial, val
+            eta = min(eta * 1.5, 64.0)
+        else:
+            eta /= 2
+            if eta < 1e-9:
+                break
+    return lam, cur
+
+
 def best_dual(A, G, c, coeffs, W, w0, mu0, x=None):
     """``(w, μ)`` on the optimal face with the smallest exact ``C(w)`` found; ``(w0, μ0)`` if
     the face is one point (the primal vertex ``x``, when given, is nondegenerate) or no
@@ -104,35 +144,8 @@ def best_dual(A, G, c, coeffs, W, w0, mu0, x=None):
     verts = face_vertices(A, G, c, W, w0, mu0)
     if len(verts) == 1:
         return w0, mu0
-    V = np.array([[float(x) for x in w] for w, _ in verts]).T           # m × K
-    cj = np.array([float(x) for x in coeffs])
-    Wf = float(W)
-
-    def f(lam):
-        w = V @ lam
-        pos = w > 1e-15
-        return float(np.sum(w[pos] * np.log(w[pos] / (Wf * cj[pos]))))
-
-    def grad(lam):
-        w = np.maximum(V @ lam, 1e-15)
-        return V.T @ (np.log(w / (Wf * cj)) + 1.0)
-
-    K = V.shape[1]
-    lam = np.full(K, 1.0 / K)
-    cur = f(lam)
-    eta = 1.0
-    for _ in range(400):               # exponentiated gradient with step halving
-        g = grad(lam)
-        trial = lam * np.exp(-eta * (g - g.min()))
-        trial /= trial.sum()
-        val = f(trial)
-        if val < cur - 1e-15:
-            lam, cur = trial, val
-            eta = min(eta * 1.5, 64.0)
-        else:
-            eta /= 2
-            if eta < 1e-9:
-                break
+    lam, cur = _descend([[float(v) for v in w] for w, _ in verts], [float(v) for v in coeffs], float(W))
+    K = len(verts)
     best = (log_constant(w0, coeffs, W), w0, mu0)
     if not cur < best[0] - 1e-9:
         return w0, mu0

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-__all__ = ["max_le_one"]
+__all__ = ["max_le_one", "int_rows", "solve_rows"]
 
 
 def _int_row(values) -> tuple[list[int], int]:
@@ -49,16 +49,32 @@ def max_le_one(c: list[Fraction], A: list[list[Fraction]], b: list[Fraction] | N
     Returns ``(value, x, w)`` (Fractions) with ``w`` the dual optimum per row, or ``None`` if
     unbounded.
     """
-    m, n = len(A), len(c)
+    return solve_rows(c, int_rows(A), b)
+
+
+def int_rows(A: list[list[Fraction]]) -> list[tuple[list[int], int]]:
+    """The rows of ``A`` as integers over one positive denominator each, for :func:`solve_rows`: LPs
+    that differ only in ``b`` (the face search of :mod:`meshplan.solvers.soap.dual`) convert them once."""
+    return [_int_row(row) for row in A]
+
+
+def solve_rows(c: list[Fraction], rows: list[tuple[list[int], int]], b: list[Fraction] | None = None):
+    """:func:`max_le_one` on rows from :func:`int_rows` (the same pivots and answer: each tableau row is
+    the same rational vector, only scaled differently before its first reduction)."""
+    m, n = len(rows), len(c)
     rhs = [1] * m if b is None else list(b)
     if any(v < 0 for v in rhs):
         raise ValueError("max_le_one needs b >= 0 (the origin must be feasible)")
     # tableau rows: [A | I | b] / den; objective row: [-c | 0 | 0] / zden
     T, D = [], []
-    for r, row in enumerate(A):
-        ints, den = _int_row(list(row) + [int(i == r) for i in range(m)] + [rhs[r]])
-        T.append(ints)
-        D.append(den)
+    for r, (ints, den) in enumerate(rows):
+        bn, bd = rhs[r].as_integer_ratio() if not isinstance(rhs[r], int) else (rhs[r], 1)
+        full = den * bd // math.gcd(den, bd)
+        k = full // den
+        row = [a * k for a in ints] + [full if i == r else 0 for i in range(m)] + [bn * (full // bd)]
+        ints2, den2 = _reduce(row, full)
+        T.append(ints2)
+        D.append(den2)
     z, zd = _int_row([-x for x in c] + [0] * (m + 1))
     basis = [n + r for r in range(m)]
     for _ in range(10_000):
