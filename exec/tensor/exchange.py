@@ -106,6 +106,31 @@ def free_types(types: list) -> None:
     types.clear()
 
 
+def _release(types: list, requests: list) -> None:
+    """Free the persistent requests (inactive between calls), then the committed datatypes: an
+    :class:`Exchange`'s finalizer (idempotent; nothing once MPI is finalized)."""
+    if not MPI.Is_finalized():
+        for r in requests:
+            if r != MPI.REQUEST_NULL:
+                r.Free()
+    requests.clear()
+    free_types(types)
+
+
+def _is_view(index) -> bool:
+    """Whether ``a[index]`` is a view of ``a`` (basic slicing), so that it can be made once."""
+    return type(index) is tuple and all(type(i) is slice for i in index)
+
+
+def _ref(a):
+    """A weak reference to ``a``, or to nothing for None (the previous call's arrays, remembered)."""
+    return _none if a is None else weakref.ref(a)
+
+
+def _none():
+    return None
+
+
 def _flat_range(t: Transfer, origin: Sequence[int], shape: Sequence[int]) -> tuple[int, int] | None:
     """``(offset, count)`` of the transfer's elements if they are one contiguous stretch of a C-ordered
     array of ``shape`` (element 0 at global ``origin``); None otherwise."""
@@ -158,7 +183,12 @@ class Exchange:
         self.local, sends, self.recvs = [], [], []
         #: the committed datatypes this exchange owns (freed once, by :meth:`free` or the finalizer)
         self.types: list[MPI.Datatype] = []
-        self._finalizer = weakref.finalize(self, free_types, self.types)
+        #: the persistent requests of the arrays of the last calls (see :meth:`run`), freed with the types
+        self._requests: list[MPI.Prequest] = []
+        self._finalizer = weakref.finalize(self, _release, self.types, self._requests)
+        self._closed = False
+        self._last = (_none, _none)     # the previous call's arrays (weakly)
+        self._bound = None              # (src, dst, the persistent call's parts) when they repeat
         self._counter = getattr(comm, "counter", None)
         staged, self.staging = self._staged(comm, transfers, so, sshape, staging)
         slots = self._slots(transfers, staged) if staged else {}
@@ -283,13 +313,121 @@ class Exchange:
     @property
     def closed(self) -> bool:
         """Whether :meth:`free` ran (the exchange cannot run any more)."""
-        return not self._finalizer.alive
+        return self._closed
 
     def run(self, src: np.ndarray | None, dst: np.ndarray | None) -> None:
         """Move every box from ``src`` (C-contiguous, this rank's input block or None) into ``dst``
-        (C-contiguous output block or None): copied, or added to what ``dst`` holds."""
-        if self.closed:
+        (C-contiguous output block or None): copied, or added to what ``dst`` holds.
+
+        When a call gets the same two arrays as the call before, its messages become persistent requests
+        (``Send_init``/``Recv_init``, started by each later call with those arrays: no request, buffer
+        description or view is made per call) and its views of the arrays are made once; they are freed
+        when other arrays come, or by :meth:`free`.  The requests hold the two arrays until then."""
+        bound = self._bound
+        if bound is not None and bound[0] is src and bound[1] is dst:
+            self._run_bound(bound[2])
+            return
+        if self._closed:
             raise ModelError("this exchange was freed (close() or free()); build a new one")
+        last = self._last
+        if last[0]() is src and last[1]() is dst and (src is not None or dst is not None):
+            self._bind(src, dst)
+            self._run_bound(self._bound[2])
+            return
+        self._last = (_ref(src), _ref(dst))
+        self._run_once(src, dst)
+
+    def _bind(self, src: np.ndarray | None, dst: np.ndarray | None) -> None:
+        """The persistent requests and views of a call with ``src`` and ``dst`` (those of other arrays freed)."""
+        self._unbind()
+        comm, reqs = self._raw, self._requests
+        recvs = []
+        for k, (peer, (how, *where), _) in enumerate(self.recvs):
+            if how == "buf":
+                recvs.append(comm.Recv_init(self._rviews[k], peer, _TAG))
+            elif how == "flat":
+                off, cnt = where
+                recvs.append(comm.Recv_init(dst.reshape(-1)[off:off + cnt], peer, _TAG))
+            elif how == "type":
+                recvs.append(comm.Recv_init([dst, 1, where[0]], peer, _TAG))
+        reqs += recvs
+        flat_src = None if src is None else src.reshape(-1)
+        sends = []          # in the exchange's order: (request or None, pack buffer or staging key, source box)
+        for k, (peer, (how, *what)) in enumerate(self.sends):
+            if how == "stage":
+                sends.append((None, ("send", k), src[what[0]] if _is_view(what[0]) else what[0]))
+            elif how == "flat":
+                off, cnt = what
+                sends.append((comm.Send_init(flat_src[off:off + cnt], peer, _TAG), None, None))
+            elif how == "pack":
+                index, buf = what
+                sends.append((comm.Send_init(buf, peer, _TAG), buf, src[index] if _is_view(index) else index))
+            else:
+                sends.append((comm.Send_init([src, 1, what[0]], peer, _TAG), None, None))
+        reqs += [r for r, _, _ in sends if r is not None]
+        local = [(dst[di], src[si]) if _is_view(di) and _is_view(si) else (di, si) for si, di in self.local]
+        self._bound = (src, dst, (src, dst, recvs, sends, local, list(reqs)))
+
+    def _unbind(self) -> None:
+        """Free the persistent requests of the last arrays (inactive: every call waits for its requests)."""
+        self._bound = None
+        _release([], self._requests)
+
+    def _run_bound(self, parts) -> None:
+        """:meth:`_run_once` with the persistent requests and views of :meth:`_bind`."""
+        src, dst, recvs, sends, local, reqs = parts
+        if recvs:
+            MPI.Prequest.Startall(recvs)
+        views = self._views()
+        for req, buf, box in sends:
+            if req is None:                          # staged: stored into the peer's slot
+                slot = views[buf]
+                np.copyto(slot, box if type(box) is np.ndarray else src[box])
+                if self._counter is not None:
+                    self._counter.add_shared(slot.nbytes)
+                continue
+            if buf is not None:
+                np.copyto(buf, box if type(box) is np.ndarray else src[box])
+            req.Start()
+        self._local(src, dst, local)
+        if self.sync:
+            self.staging.publish()
+        if reqs:
+            MPI.Request.Waitall(reqs)
+        self._finish(dst, views)
+
+    def _local(self, src, dst, local) -> None:
+        """The transfers to itself (while the messages are in flight): copied, or added; ``local`` holds
+        ``(dst view, src view)`` pairs, or ``(dst index, src index)`` where a box is not a view."""
+        add = self.add and not self.local_covers
+        for d, s in local:
+            if type(d) is np.ndarray:
+                if add:
+                    np.add(d, s, out=d)
+                else:
+                    np.copyto(d, s)
+            elif add:
+                dst[d] += src[s]
+            else:
+                dst[d] = src[s]
+
+    def _finish(self, dst, views) -> None:
+        """After the wait: count the call's bytes, then copy or add the received boxes in plan order."""
+        if self._counter is not None:
+            self._counter.add(*self._bytes)
+        for k, (_, (how, *where), di) in enumerate(self.recvs):      # plan order: sums are deterministic
+            if how == "stage":
+                got = views[("recv", k)]
+            elif how == "buf":
+                got = self._rviews[k]
+            else:
+                continue
+            if self.add:
+                dst[di] += got
+            else:
+                dst[di] = got
+
+    def _run_once(self, src: np.ndarray | None, dst: np.ndarray | None) -> None:
         reqs, comm = [], self._raw
         for k, (peer, (how, *where), _) in enumerate(self.recvs):
             if how == "stage":
@@ -318,28 +456,12 @@ class Exchange:
                 reqs.append(comm.Isend(buf, peer, _TAG))
             else:
                 reqs.append(comm.Isend([src, 1, what[0]], peer, _TAG))
-        for si, di in self.local:      # overlaps the messages: received boxes are added only after the wait
-            if self.add and not self.local_covers:
-                dst[di] += src[si]
-            else:
-                dst[di] = src[si]
+        self._local(src, dst, [(di, si) for si, di in self.local])  # overlaps the messages
         if self.sync:
             self.staging.publish()     # every staged box of the node is stored
         if reqs:
             MPI.Request.Waitall(reqs)
-        if self._counter is not None:
-            self._counter.add(*self._bytes)
-        for k, (_, (how, *where), di) in enumerate(self.recvs):      # plan order: sums are deterministic
-            if how == "stage":
-                got = views[("recv", k)]
-            elif how == "buf":
-                got = self._rviews[k]
-            else:
-                continue
-            if self.add:
-                dst[di] += got
-            else:
-                dst[di] = got
+        self._finish(dst, views)
 
     @property
     def needs_fill(self) -> bool:
@@ -348,7 +470,11 @@ class Exchange:
         return (not self.local_covers) if self.add else (not self.covers)
 
     def free(self) -> None:
-        """Release the committed datatypes (idempotent; the exchange cannot run afterwards)."""
+        """Release the persistent requests and the committed datatypes (idempotent; the exchange cannot run
+        afterwards)."""
+        self._closed = True
+        self._bound = None
+        self._last = (_none, _none)
         self._finalizer()
 
 
