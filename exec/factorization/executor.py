@@ -73,6 +73,9 @@ class FactorExecutor(Executor):
         self._rhs_status, self._rhs_agreed = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64)
         self._parts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._work: np.ndarray | None = None  # the working tile a factorization overwrites, reused by every call
+        self._input = (self.size, self.size)   # the first ranks with a wrong / non-finite tile (size: none)
+        #: the reduction after a factorization: this rank's and the first ``[breakdown, wrong, non-finite]``
+        self._agreement = (np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64))
 
     def __repr__(self) -> str:
         return (f"FactorExecutor({self.kind}, N={self.N}, grid={self.grid}, rank={self.rank} at {self.coords}"
@@ -178,8 +181,12 @@ class FactorExecutor(Executor):
         return self._finish(self._run(*self._prepare(A_loc)))
 
     def _prepare(self, A_loc: Any) -> tuple[np.ndarray, float]:
-        """Check every rank's tile (one uncounted reduction, which also gives ``max|A|``); this rank's
-        starting tile (a copy on layer 0, zeros above) and the pivot tolerance ``N·ε·max|A|``."""
+        """Check this rank's tile; this rank's starting tile (a copy on layer 0, zeros above) and, for LU,
+        the pivot tolerance ``N·ε·max|A|``.  LU agrees on every rank's tile and on ``max|A|`` with one
+        uncounted reduction before it starts (the tolerance needs it).  Cholesky needs no tolerance: its
+        ranks agree on their tiles in the reduction after the factorization that also agrees on a breakdown
+        (:meth:`_finish`), so it starts at once — a wrong tile is factored as zeros meanwhile (the messages
+        depend only on the plan), and then raises on every rank."""
         self._require_open()
         A = np.asarray(A_loc)
         ok = A.shape == self.local_shape
@@ -193,20 +200,14 @@ class FactorExecutor(Executor):
             else:
                 finite = bool(np.isfinite(A).all())
                 amax = float(np.max(np.abs(A))) if finite else 0.0
+        if self.kind == "cholesky":
+            self._input = (self.size if ok else self.rank, self.size if finite else self.rank)
+            return self._tile(A if ok and finite else None, first), 0.0
         flags = np.array([amax, -1 if ok else self.rank, -1 if finite else self.rank], dtype=np.float64)
         agreed = np.empty_like(flags)
         # the agreement travels while this rank copies its tile; nothing runs on the tile before it is known
         pending = self._control.Iallreduce(flags, agreed, MPI.MAX)
-        if not ok:
-            tile = None
-        else:  # the working tile, kept between calls (row-major: a row swap is two contiguous copies)
-            if self._work is None:
-                self._work = np.empty(self.local_shape, self.dtype)
-            tile = self._work
-            if first:
-                np.copyto(tile, A, casting="unsafe")
-            else:
-                tile.fill(0)
+        tile = self._tile(A, first) if ok else None
         pending.Wait()
         if agreed[1] >= 0:
             r = int(agreed[1])
@@ -215,7 +216,20 @@ class FactorExecutor(Executor):
                              "pass ex.distribute(A) or A[np.ix_(ex.rows, ex.cols)]", param="A_loc")
         if agreed[2] >= 0:
             raise ModelError(f"A_loc on rank {int(agreed[2])} holds NaN or infinity", param="A_loc")
+        self._input = (self.size, self.size)
         return tile, self.N * np.finfo(self.dtype).eps * agreed[0]
+
+    def _tile(self, A: np.ndarray | None, first: bool) -> np.ndarray:
+        """The working tile, kept between calls (row-major: a row swap is two contiguous copies): a copy of
+        ``A`` on layer 0, zeros above and for ``A = None``."""
+        if self._work is None:
+            self._work = np.empty(self.local_shape, self.dtype)
+        tile = self._work
+        if first and A is not None:
+            np.copyto(tile, A, casting="unsafe")
+        else:
+            tile.fill(0)
+        return tile
 
     def _run(self, tile: np.ndarray, tol: float):
         """The factorization proper (all of its words, counted): ``(F, pivots, diag, breakdown)``."""
@@ -231,11 +245,20 @@ class FactorExecutor(Executor):
         return Factors(self, F, pivots, diag)
 
     def _agree_breakdown(self, bad: tuple[int, int | None] | None) -> None:
-        """Every rank learns the first breakdown any rank saw (one uncounted MIN reduction) and raises it."""
+        """Every rank learns the first breakdown any rank saw, and (Cholesky) the first rank whose tile was
+        wrong (one uncounted MIN reduction), and raises it: a wrong tile first, then a breakdown."""
         v, n = self.grid.v, -(-self.N // self.grid.v)
         code = n * (v + 1) if bad is None else bad[0] * (v + 1) + (v if bad[1] is None else bad[1])
-        first = np.empty(1, dtype=np.int64)
-        self._control.Allreduce(np.array([code], dtype=np.int64), first, MPI.MIN)
+        mine, first = self._agreement
+        mine[0], (mine[1], mine[2]) = code, self._input
+        self._control.Allreduce(mine, first, MPI.MIN)
+        if first[1] < self.size:
+            r = int(first[1])
+            rows, cols = self._part(r)
+            raise ModelError(f"A_loc on rank {r} does not have that rank's tile shape {(len(rows), len(cols))}; "
+                             "pass ex.distribute(A) or A[np.ix_(ex.rows, ex.cols)]", param="A_loc")
+        if first[2] < self.size:
+            raise ModelError(f"A_loc on rank {int(first[2])} holds NaN or infinity", param="A_loc")
         if first[0] < n * (v + 1):
             t, k = divmod(int(first[0]), v + 1)
             raise breakdown(self.kind, self.N, v, t, 0 if k == v else k)
