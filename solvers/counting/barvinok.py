@@ -19,7 +19,7 @@ import sympy as sp
 
 from meshplan.models.counting.domains import Domain, linear_form
 
-__all__ = ["is_available", "Cases", "count_domains", "isl_text"]
+__all__ = ["is_available", "Cases", "count_domains", "isl_text", "SharedPrinter"]
 
 
 def is_available() -> bool:
@@ -36,6 +36,33 @@ def _param(name: str) -> sp.Symbol:
     return sp.Symbol(name, integer=True, nonnegative=True)
 
 
+class SharedPrinter:
+    """sympy's str printer (terms in their own order, ``order="none"``) that prints each sub-expression object
+    once: a count's pieces appear in its cases, in its ``Piecewise`` and in the total.  The text of a
+    sub-expression does not depend on where it stands (the parent adds the parentheses), so the output is
+    that of ``sympy.sstr(e, order="none")``."""
+
+    def __init__(self) -> None:
+        from sympy.printing.str import StrPrinter
+
+        memo: dict = {}
+
+        class _Printer(StrPrinter):
+            def _print(self, expr, **kwargs):
+                if kwargs:
+                    return super()._print(expr, **kwargs)
+                hit = memo.get(id(expr))
+                if hit is not None and hit[0] is expr:
+                    return hit[1]
+                out = super()._print(expr)
+                memo[id(expr)] = (expr, out)  # the reference keeps the id from being reused
+                return out
+        self._printer = _Printer({"order": "none"})
+
+    def __call__(self, e: sp.Basic) -> str:
+        return self._printer.doprint(e)
+
+
 @dataclass(frozen=True, slots=True)
 class Cases:
     """A piecewise quasi-polynomial: ``pieces`` are ``(count, condition)`` pairs of sympy expressions with
@@ -46,9 +73,10 @@ class Cases:
     expr: sp.Expr
     text: str = ""
 
-    def rows(self) -> list[tuple[str, str]]:
+    def rows(self, printer: SharedPrinter | None = None) -> list[tuple[str, str]]:
         """``(count, condition)`` as text, then ``("0", "otherwise")`` when the pieces do not cover all."""
-        out = [(sp.sstr(e, order="none"), sp.sstr(c, order="none")) for e, c in self.pieces]
+        pr = printer or SharedPrinter()
+        out = [(pr(e), pr(c)) for e, c in self.pieces]
         if not isinstance(self.expr, sp.Piecewise) or self.expr.args[-1][1] is not sp.true:
             return out
         if self.expr.args[-1][0] == 0:
@@ -113,10 +141,16 @@ def isl_text(dom: Domain, params: tuple[str, ...], procs: str | None = None) -> 
 
 
 # -- isl -> sympy -------------------------------------------------------------------------------------
+# (built from isl's term and coefficient API, unevaluated: sympy's automatic evaluation costs more than isl)
 def _val(v) -> sp.Rational:
     if v.is_int():
         return sp.Integer(v.to_python())
     return sp.Rational(v.to_str())
+
+
+@lru_cache(maxsize=None)
+def _power(name: str, k: int) -> sp.Expr:
+    return _param(name) ** k
 
 
 def _aff_sym(aff, names: list) -> sp.Expr:
@@ -131,7 +165,7 @@ def _aff_sym(aff, names: list) -> sp.Expr:
         c = aff.get_coefficient_val(isl.dim_type.div, i)
         if not c.is_zero():
             out.append(sp.Mul(_val(c), _floor(_aff_sym(aff.get_div(i), names)), evaluate=False))
-    out = [a for a in out if a != 0] or [sp.Integer(0)]
+    out = [a for a in out if a is not sp.S.Zero] or [sp.S.Zero]  # only the constant can be 0
     return out[0] if len(out) == 1 else sp.Add(*out, evaluate=False)
 
 
@@ -143,21 +177,41 @@ def _qp_sym(qp, names: list) -> sp.Expr:
     import islpy as isl
 
     terms = []
+    floors: dict[int, sp.Expr] = {}  # the terms of a quasi-polynomial share its divs
+    param, div = isl.dim_type.param, isl.dim_type.div
     for t in qp.get_terms():
         f = [_val(t.get_coefficient_val())]
         for i, name in enumerate(names):
-            k = t.get_exp(isl.dim_type.param, i)
+            k = t.get_exp(param, i)
             if k:
-                f.append(_param(name) ** k)
-        for i in range(t.dim(isl.dim_type.div)):
-            k = t.get_exp(isl.dim_type.div, i)
+                f.append(_power(name, k))
+        for i in range(t.dim(div)):
+            k = t.get_exp(div, i)
             if k:
-                fl = _floor(_aff_sym(t.get_div(i), names))
+                fl = floors.get(i)
+                if fl is None:
+                    fl = floors[i] = _floor(_aff_sym(t.get_div(i), names))
                 f.append(fl if k == 1 else sp.Pow(fl, k, evaluate=False))
-        f = [x for x in f if x != 1] or [sp.Integer(1)]
+        f = [x for x in f if x is not sp.S.One] or [sp.S.One]  # only the coefficient can be 1
         terms.append(f[0] if len(f) == 1 else sp.Mul(*f, evaluate=False))
     terms = terms or [sp.Integer(0)]
     return terms[0] if len(terms) == 1 else sp.Add(*terms, evaluate=False)
+
+
+_CONDITIONS: dict = {}
+
+
+def _condition(text: str, s, names: tuple) -> sp.Basic:
+    """:func:`_set_sym` of the parameter set ``s`` (isl's text ``text``), built once per process: the same
+    conditions (``n >= 1``, ``m >= n + 1``) recur across statements and programs, and sympy's ``And`` sorts
+    its arguments on construction."""
+    key = (text, names)
+    out = _CONDITIONS.get(key)
+    if out is None:
+        if len(_CONDITIONS) > 4096:
+            _CONDITIONS.clear()
+        out = _CONDITIONS[key] = _set_sym(s, list(names))
+    return out
 
 
 def _set_sym(s, names: list) -> sp.Basic:
@@ -188,16 +242,20 @@ def _relation(a: sp.Expr, equality: bool) -> sp.Basic:
 
 def _cases(pw, names: list, context) -> Cases:
     pieces = []
+    qps = []
     for dom, qp in pw.get_pieces():
         dom = dom.gist(context).compute_divs()
-        pieces.append((_readable(_qp_sym(qp, names)), _set_sym(dom, names)))
+        pieces.append((_readable(_qp_sym(qp, names)), _condition(dom.to_str(), dom, tuple(names))))
+        qps.append(qp)
+    qps = [q for q, (e, c) in zip(qps, pieces) if c is not sp.false]
     pieces = [(e, c) for e, c in pieces if c is not sp.false]
     rest = context.subtract(pw.domain()) if pieces else context
     covers = rest.is_empty()
     if not pieces:
         return Cases((), sp.Integer(0), pw.to_str())
     if not covers:  # a piece that is 0 where no piece holds extends there: "n*(n - 1)/2" instead of cases
-        k = next((i for i, (e, _) in enumerate(pieces) if _vanishes(e, rest, names)), None)
+        k = next((i for i, (e, _) in enumerate(pieces) if not _nonzero_at_small(qps[i], rest)
+                  and _vanishes(e, rest, names)), None)
         if k is not None:
             pieces = [p for i, p in enumerate(pieces) if i != k] + [pieces[k]]
             covers = True
@@ -212,6 +270,7 @@ def _cases(pw, names: list, context) -> Cases:
     return Cases(tuple(pieces), sp.Piecewise(*args, evaluate=False), pw.to_str())
 
 
+@lru_cache(maxsize=4096)
 def _readable(e: sp.Expr) -> sp.Expr:
     """A polynomial factored (``n*(n - 1)/2``); a quasi-polynomial (with floors) as Barvinok gives it."""
     if e.has(sp.floor) or not e.free_symbols:
@@ -220,6 +279,34 @@ def _readable(e: sp.Expr) -> sp.Expr:
     den, poly = sp.Poly(sp.expand(e), *syms).clear_denoms(convert=True)
     c, factors = poly.factor_list()
     return sp.Mul(sp.Rational(c) / den, *[f.as_expr() ** k for f, k in factors])
+
+
+def _nonzero_at_small(qp, region, top: int = 6) -> bool:
+    """True when isl evaluates ``qp`` to a non-zero value at a point of ``region`` (a set of parameter values):
+    its sample points, then every point with all parameters at most ``top``.  A cheap disproof before
+    :func:`_vanishes` tries to prove that ``qp`` is 0 on the region."""
+    import islpy as isl
+
+    for bs in region.get_basic_sets():
+        pt = bs.sample_point()
+        if not pt.is_void() and not qp.eval(pt).is_zero():
+            return True
+    n = region.dim(isl.dim_type.param)
+    if n == 0:
+        return False
+    flat = region.move_dims(isl.dim_type.set, 0, isl.dim_type.param, 0, n)
+    xs = [f"x{i}" for i in range(n)]
+    box = isl.Set(f"{{ [{', '.join(xs)}] : " + " and ".join(f"{x} <= {top}" for x in xs) + " }")
+    points = []
+    (flat & box).foreach_point(points.append)
+    space = qp.get_domain_space()
+    for p in points:
+        q = isl.Point.zero(space)
+        for i in range(n):
+            q = q.set_coordinate_val(isl.dim_type.param, i, p.get_coordinate_val(isl.dim_type.set, i))
+        if not qp.eval(q).is_zero():
+            return True
+    return False
 
 
 def _vanishes(e: sp.Expr, region, names: list, most: int = 64) -> bool:

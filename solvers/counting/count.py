@@ -20,6 +20,7 @@ from meshplan.models.core.limits import limit
 from meshplan.models.counting.execute import compile_expr, execute_ranks
 from meshplan.models.loops.control import Flow
 from meshplan.solvers.counting.affine import count_affine
+from meshplan.solvers.counting.barvinok import SharedPrinter
 from meshplan.solvers.counting.analyze import count_flow, param_symbol, unknown_symbol
 from meshplan.solvers.counting.metrics import available_parallelism, depth, efficiency, rank_max, tidy, work
 from meshplan.solvers.counting.sums import Bnd
@@ -122,7 +123,10 @@ class CountResult:
 
     def to_json(self, values: dict | None = None) -> dict:
         m = self.metrics
-        s = _s
+        shared = SharedPrinter()  # the pieces of the cases, the statements' counts and the total print once
+
+        def s(e):
+            return shared(e) if e is not None and e != sp.oo and e.has(sp.Piecewise, sp.floor) else _s(e)
         out = {
             "function": self.flow.name,
             "parameters": list(self.flow.params),
@@ -137,7 +141,7 @@ class CountResult:
             + [u for u in _unknowns(self) if u not in self.flow.unknowns],
             "notes": list(self.notes),
             "methods": dict(self.methods or {st.name: "closed form" for st in self.statements}),
-            "cases": {k: [{"count": e, "when": c} for e, c in v.rows()] for k, v in (self.cases or {}).items()},
+            "cases": {k: [{"count": e, "when": c} for e, c in v.rows(shared)] for k, v in (self.cases or {}).items()},
         }
         out["iterations"]["total"] = s(self.total.value)
         if m.get("depth") == sp.oo:
