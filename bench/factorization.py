@@ -4,9 +4,10 @@ models (thesis ch. 4, Figure 4.8c).
 
     python bench/factorization.py [--quick] [--no-plot] [--plot-only]
     python bench/factorization.py --speed [--speed-sizes 2048,4096] [--speed-ranks 2,4,8] [--speed-kinds lu,cholesky]
+                                          [--speed-objectives words,time] [--speed-launches 3]
 
-``--speed``: time beside ScaLAPACK at its best (its kernel and its faster block), alternating launches,
-ratios with their median (:func:`speed`); writes bench/results/factorization_speed.json.
+``--speed``: time beside ScaLAPACK at its best (its kernel, its fastest grid and block), alternating launches,
+ratios with their median, per planner objective (:func:`speed`); writes bench/results/factorization_speed.json.
 
 Part 1 (MPI, 4 and 8 ranks, N ∈ {512, 1024, 2048}; --quick: 4 ranks, N = 512): per algorithm and grid the
 mean words a rank receives (PMPI; the Python counter and the exact model agree with it; the figure shows
@@ -200,52 +201,75 @@ def plot(rows: list[dict], scale: list[dict]) -> None:
     plt.close(fig)
 
 
-SPEED_BLOCKS = (16, 64)  # ScaLAPACK's nb: the 2-D plan's block and LAPACK's usual one; its best counts
+SPEED_BLOCKS = (16, 64, 128)  # ScaLAPACK's nb: the 2-D plan's block, LAPACK's usual one and a larger one
 
 
-def speed(kinds: list[str], sizes: list[int], ranks: list[int], launches: int = 3, repeats: int = 3) -> list[dict]:
-    """Time to solution beside ScaLAPACK at its best: per (kind, N, p) the plan ``meshplan factor KIND N --np p``
-    chooses (``--objective words``) and pdgetrf / pdpotrf on the 2-D plan's grid at every block of
-    :data:`SPEED_BLOCKS` (its fastest counts), its OpenBLAS at this CPU's kernel.  The two run in alternating
-    launches (meshplan, ScaLAPACK, meshplan, …; ``launches`` pairs); each time is the fastest of ``repeats``
-    runs of the slowest rank, each pair gives a ratio, and the row reports the median ratio, its range and the
+def speed_grids(kind: str, N: int, p: int) -> list[list[int]]:
+    """ScaLAPACK's process grids in the time study: the 2-D plan's and the 1-D ``[1, p]`` (pdgetrf's fastest
+    here: no pivot search across process rows); its fastest counts."""
+    g2, _ = plan_2d(FactorProblem(kind, N, p))
+    return [list(g) for g in dict.fromkeys([(g2.Px, g2.Py), (1, p)])]
+
+
+def speed(kinds: list[str], sizes: list[int], ranks: list[int], launches: int = 3, repeats: int = 3,
+          objectives: tuple[str, ...] = ("words", "time")) -> list[dict]:
+    """Time to solution beside ScaLAPACK at its best: per (kind, N, p) and objective the plan
+    ``meshplan factor KIND N --np p --objective OBJ`` chooses (``time``: with the system ``meshplan calibrate
+    --np p`` measures first, whose synchronisation latency at p ranks the time model charges per message), and
+    pdgetrf / pdpotrf on every grid of :func:`speed_grids` at every block of :data:`SPEED_BLOCKS` (its fastest
+    counts), its OpenBLAS at this CPU's kernel.  The two run in alternating launches (meshplan's plans in one,
+    ScaLAPACK's cases in the next; ``launches`` pairs); each time is the fastest of ``repeats`` runs of the
+    slowest rank, each pair gives a ratio per objective, and a row reports the median ratio, its range and the
     load average before and after."""
+    import meshplan as mp
+    from meshplan.api.calibration import calibrate
+
     ok, why = scalapack.available()
     if not ok:
         print(f"speed: ScaLAPACK skipped: {why}", file=sys.stderr)
         return []
+    systems = {p: calibrate(np=p).system for p in ranks} if "time" in objectives else {}
     out = []
     for kind in kinds:
         for N in sizes:
             for p in ranks:
-                plan = plan_factorization(kind, N, p)
-                g = plan.grid
-                g2, _ = plan_2d(FactorProblem(kind, N, p))
-                case = {"kind": kind, "algorithm": "conflux", "N": N, "grid": [g.Px, g.Py, g.Pz], "v": g.v,
-                        "repeats": repeats}
-                sc_cases = [{"kind": kind, "N": N, "grid": [g2.Px, g2.Py], "nb": nb, "repeats": repeats}
-                            for nb in SPEED_BLOCKS]
+                plans = {o: mp.plan_factorization(kind, N, p, objective=o, system=systems.get(p) if o == "time"
+                                                  else None) for o in objectives}
+                cases = [{"kind": kind, "algorithm": "conflux", "N": N, "grid": list(pl.grid), "v": pl.block,
+                          "repeats": repeats} for pl in plans.values()]
+                sc_cases = [{"kind": kind, "N": N, "grid": g, "nb": nb, "repeats": repeats}
+                            for g in speed_grids(kind, N, p) for nb in SPEED_BLOCKS]
                 load0 = os.getloadavg()[0]
-                pairs = []
+                mine, theirs = {o: [] for o in objectives}, []
                 for _ in range(launches):
-                    me = run_cases(p, [case], pmpi=False, timeout_s=3600)[0]
+                    me = run_cases(p, cases, pmpi=False, timeout_s=3600)
                     sc = run_scalapack_cases(p, sc_cases, pmpi=False, timeout_s=3600)
-                    best = min(sc, key=lambda r: r["time_s"])
-                    if not (me["verified"] and all(r["verified"] for r in sc)):
+                    if not all(r["verified"] for r in me + sc):
                         raise SystemExit(f"speed: a run failed verification: {me} {sc}")
-                    pairs.append((me["time_s"], best["time_s"], best["block"], best.get("blas")))
-                ratios = [a / b for a, b, _, _ in pairs]
-                out.append({"kind": kind, "N": N, "p": p, "objective": "words", "grid": [g.Px, g.Py, g.Pz],
-                            "block": g.v, "scalapack_grid": [g2.Px, g2.Py], "scalapack_blocks": list(SPEED_BLOCKS),
-                            "times_s": [a for a, _, _, _ in pairs], "scalapack_times_s": [b for _, b, _, _ in pairs],
-                            "scalapack_best_block": [nb for _, _, nb, _ in pairs], "ratios": ratios,
-                            "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
-                            "ratio_max": max(ratios), "blas": pairs[-1][3],
-                            "load_before": load0, "load_after": os.getloadavg()[0]})
-                r = out[-1]
-                print(f"speed {kind} N={N} p={p}: {r['grid']} v={r['block']} vs ScaLAPACK {r['scalapack_grid']}: "
-                      f"ratio {r['ratio_median']:.2f} ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}), "
-                      f"load {load0:.1f}->{r['load_after']:.1f}", flush=True)
+                    for o, r in zip(objectives, me):
+                        mine[o].append(r["time_s"])
+                    best = min(sc, key=lambda r: r["time_s"])
+                    theirs.append((best["time_s"], best["grid"], best["block"], best.get("blas")))
+                load1 = os.getloadavg()[0]
+                for o, pl in plans.items():
+                    ratios = [a / b[0] for a, b in zip(mine[o], theirs)]
+                    sysinfo = {}
+                    if o == "time":
+                        s = systems[p]
+                        sysinfo = {"sync_latency_s": s.sync_latency_at(p), "flop_rate": s.flop_rate,
+                                   "time_explanation": list(pl.explanation[:3])}
+                    out.append({"kind": kind, "N": N, "p": p, "objective": o, "grid": list(pl.grid),
+                                "block": pl.block, "model_words_per_rank": pl.model_words_per_rank,
+                                "scalapack_grids": speed_grids(kind, N, p), "scalapack_blocks": list(SPEED_BLOCKS),
+                                "times_s": mine[o], "scalapack_times_s": [b[0] for b in theirs],
+                                "scalapack_best": [[b[1], b[2]] for b in theirs], "ratios": ratios,
+                                "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
+                                "ratio_max": max(ratios), "blas": theirs[-1][3], "load_before": load0,
+                                "load_after": load1} | sysinfo)
+                    r = out[-1]
+                    print(f"speed {kind} N={N} p={p} objective {o}: {r['grid']} v={r['block']} vs ScaLAPACK "
+                          f"{r['scalapack_best']}: ratio {r['ratio_median']:.2f} ({r['ratio_min']:.2f}-"
+                          f"{r['ratio_max']:.2f}), load {load0:.1f}->{load1:.1f}", flush=True)
     return out
 
 
@@ -259,14 +283,19 @@ def main() -> int:
     ap.add_argument("--speed-sizes", default="2048,4096", help="N of the time study (comma-separated)")
     ap.add_argument("--speed-ranks", default="2,4,8", help="ranks of the time study (comma-separated)")
     ap.add_argument("--speed-kinds", default="lu,cholesky", help="factorizations of the time study")
+    ap.add_argument("--speed-objectives", default="words,time",
+                    help="planner objectives of the time study (time calibrates the machine at each rank count)")
+    ap.add_argument("--speed-launches", type=int, default=3, help="alternating launch pairs per row")
     args = ap.parse_args()
     if args.speed:
         rows = speed(args.speed_kinds.split(","), [int(x) for x in args.speed_sizes.split(",")],
-                     [int(x) for x in args.speed_ranks.split(",")])
-        print_table(["kind", "N", "p", "grid", "v", "time s (3 launches)", "ScaLAPACK grid", "best nb",
+                     [int(x) for x in args.speed_ranks.split(",")], launches=args.speed_launches,
+                     objectives=tuple(args.speed_objectives.split(",")))
+        print_table(["kind", "N", "p", "objective", "grid", "v", "time s", "ScaLAPACK best [grid, nb]",
                      "ScaLAPACK s", "ratio median", "range", "kernel", "load"],
-                    [[r["kind"], r["N"], r["p"], r["grid"], r["block"], [round(t, 3) for t in r["times_s"]],
-                      r["scalapack_grid"], r["scalapack_best_block"], [round(t, 3) for t in r["scalapack_times_s"]],
+                    [[r["kind"], r["N"], r["p"], r["objective"], r["grid"], r["block"],
+                      [round(t, 3) for t in r["times_s"]], r["scalapack_best"],
+                      [round(t, 3) for t in r["scalapack_times_s"]],
                       r["ratio_median"], f"{r['ratio_min']:.2f}-{r['ratio_max']:.2f}",
                       (r["blas"] or {}).get("architecture"), f"{r['load_before']:.1f}-{r['load_after']:.1f}"]
                      for r in rows])

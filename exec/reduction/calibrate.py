@@ -123,7 +123,8 @@ def calibrate(shape: System, *, nbytes: int = 1 << 20, iters: int = 5, timeout_s
         new_levels.append(Level(lv.name, lv.size, (link,), measured))
     system = System(tuple(new_levels), name=f"calibrated-{shape.short()}",
                     description=f"measured by meshplan calibrate on {n} MPI ranks, messages of "
-                                f"{', '.join(map(str, sizes))} bytes", flop_rate=raw.get("flop_rate"))
+                                f"{', '.join(map(str, sizes))} bytes", flop_rate=raw.get("flop_rate"),
+                    sync_latency=tuple((int(k), t) for k, t in (raw.get("sync_latency") or {}).items()))
     points = []
     for m in raw["levels"]:
         for x in m["sweep"]:
@@ -326,7 +327,60 @@ def handle(ctx, job: dict) -> dict:
                                        "time_s": t})
         out.append({"level": j, "idle": idle, "loaded": loaded, "sweep": points})
     ctx.progress(total, total)
-    return {"levels": out, "flop_rate": gemm_rate(ctx)}
+    return {"levels": out, "flop_rate": gemm_rate(ctx), "sync_latency": sync_latency(ctx)}
+
+
+def sync_counts(n: int) -> list[int]:
+    """The rank counts whose synchronisation latency calibrate measures on ``n`` ranks: 2, 4, 8, … and ``n``."""
+    return sorted({1 << k for k in range(1, n.bit_length()) if 1 << k <= n} | {n})
+
+
+def sync_latency(ctx, rounds: int = 40, n: int = 256) -> dict[str, float]:
+    """Seconds one synchronisation of busy ranks costs, per rank count ``k`` of :func:`sync_counts` (the
+    per-step waiting of a factorization, Kwasniewski's thesis section 4.8: the latency of many small steps).
+
+    The first ``k`` ranks run ``rounds`` rounds of an ``n³`` matrix multiply (about a millisecond) followed by an
+    8-byte exchange with a butterfly partner (``rank XOR 2^(round mod log2 k)``, so that every rank waits on
+    every other within a few rounds), and the same rounds without the exchanges; the latency is the difference
+    of the slowest rank's times per round (≥ 0), the median of three tries.  On a host with more ranks than
+    cores a rank that waits holds its core while the rank it waits for is not running — about a scheduler
+    timeslice per synchronisation, which the idle ping-pong cannot see.  The ranks beyond ``k`` sleep meanwhile
+    (they poll a non-blocking barrier every millisecond), so that they take no core."""
+    import time
+
+    from mpi4py import MPI
+
+    world, rank = ctx.world, ctx.rank
+    a = np.ones((n, n))
+    c = np.empty_like(a)
+    one, got = np.zeros(1), np.zeros(1)
+    out = {}
+    for k in sync_counts(ctx.size):
+        inside = rank < k
+        bits = max(1, (k - 1).bit_length())
+
+        def wait(req) -> None:  # the ranks beyond k sleep between polls; the first k poll as MPI does
+            while not req.Test():
+                if not inside:
+                    time.sleep(1e-3)
+
+        def run(exchange: bool) -> float:
+            wait(world.Ibarrier())
+            t0 = MPI.Wtime()
+            if inside:
+                for r in range(rounds):
+                    np.matmul(a, a, out=c)
+                    mate = rank ^ (1 << (r % bits))
+                    if exchange and mate < k:
+                        world.Sendrecv(one, mate, 77, got, mate, 77)
+            mine = np.array([MPI.Wtime() - t0 if inside else 0.0])
+            slowest = np.zeros(1)
+            wait(world.Iallreduce(mine, slowest, MPI.MAX))
+            return float(slowest[0])
+
+        tries = sorted((run(True) - run(False)) / rounds for _ in range(3))
+        out[str(k)] = max(0.0, tries[1])
+    return out
 
 
 def gemm_rate(ctx, n: int = 512, iters: int = 3) -> float:

@@ -37,6 +37,9 @@ class Calibration(Value):
     calibration: Mapping
     #: the measured f64 matrix-multiply rate of one rank while all compute (flop/s; the time models' γ)
     flop_rate: float | None = optional_field()
+    #: seconds one synchronisation of busy ranks costs, per rank count (``{"4": 0.002}``; the latency per
+    #: message of the factorization time model)
+    sync_latency: Mapping | None = optional_field()
     system: Any = library_field()
 
     def save(self, path: str | Path) -> Path:
@@ -86,4 +89,5 @@ def calibrate(np: int | None = None, *, system: Any = None, bytes: Any = None, r
         res = _calibrate(shape, nbytes=nbytes, iters=repeats, timeout_s=timeout, progress=progress)
     doc = res["system"].to_dict()
     return Calibration(doc.get("name"), doc.get("description"), freeze(doc["levels"]), freeze(res["calibration"]),
-                       doc.get("flop_rate"), system=res["system"])
+                       doc.get("flop_rate"), freeze(doc["sync_latency"]) if "sync_latency" in doc else None,
+                       system=res["system"])

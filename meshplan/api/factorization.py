@@ -95,6 +95,11 @@ def _plan(problem: FactorProblem, objective: str = "words", system: Any = None) 
     from meshplan.solvers.factorization.plan import schedule_factorization, two_d_words
 
     rates = rates_for(objective, system)
+    if rates is not None:  # a step's messages are waits of busy ranks: the latency measured at p ranks
+        from meshplan.api.inputs import as_system
+        from meshplan.models.factorization.time import step_rates
+
+        rates = step_rates(rates, as_system(system), problem.p)
     s = schedule_factorization(problem, objective, rates)
     g = s.grid
     return FactorPlan(kind=problem.kind, N=problem.N, p=problem.p, memory=problem.memory, grid=(g.Px, g.Py, g.Pz),

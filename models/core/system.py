@@ -128,6 +128,11 @@ class System:
     #: measured f64 matrix-multiply rate of one device while all compute (flop/s; ``meshplan calibrate``),
     #: the γ of the time models of matmul and factorization; None when not measured
     flop_rate: float | None = None
+    #: measured seconds one synchronisation of busy ranks costs, per rank count: ``((ranks, seconds), …)``
+    #: (``meshplan calibrate``: an 8-byte exchange between ranks that compute between exchanges, beyond the
+    #: computing alone — on a host with more ranks than cores, about a scheduler timeslice); the per-message
+    #: latency of the factorization time model; empty when not measured
+    sync_latency: tuple[tuple[int, float], ...] = ()
     #: level sizes, outermost first (derived from ``levels``; cached because routing asks often)
     sizes: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
@@ -139,6 +144,7 @@ class System:
         if self.flop_rate is not None and not (isinstance(self.flop_rate, (int, float)) and not
                                                isinstance(self.flop_rate, bool) and 0 < self.flop_rate < math.inf):
             raise ModelError(f"flop_rate must be a positive number of flop/s, got {self.flop_rate!r}")
+        object.__setattr__(self, "sync_latency", _sync_pairs(self.sync_latency))
         if not self.levels:
             raise ModelError("a system needs at least one level, e.g. node=4,gpu=8")
         names = [lv.name for lv in self.levels]
@@ -213,7 +219,17 @@ class System:
                        for lv in self.levels]
         if self.flop_rate is not None:
             d["flop_rate"] = self.flop_rate
+        if self.sync_latency:
+            d["sync_latency"] = {str(k): t for k, t in self.sync_latency}
         return d
+
+    def sync_latency_at(self, ranks: int) -> float | None:
+        """The measured synchronisation latency at ``ranks`` ranks: that count's, else the largest measured count
+        below it, else the smallest above (None when none was measured)."""
+        if not self.sync_latency:
+            return None
+        below = [t for k, t in self.sync_latency if k <= ranks]
+        return below[-1] if below else self.sync_latency[0][1]
 
     def for_collective(self, collective: str) -> "System":
         """The system as one collective sees it: every level that has a measured
@@ -256,9 +272,15 @@ class System:
             measured = tuple(CollectiveLink(name, parse_bandwidth(v["bandwidth"]), float(v["latency"]))
                              for name, v in colls.items())
             out.append(Level(name=lv["name"], size=lv["size"], links=tuple(links), collectives=measured))
-        rate = data.get("flop_rate")
+        rate, sync = data.get("flop_rate"), data.get("sync_latency") or {}
+        if not isinstance(sync, Mapping):
+            raise ModelError(f"{source}: `sync_latency` must map a rank count to seconds, e.g. {{\"4\": 0.002}}")
+        try:
+            pairs = tuple((int(k), float(t)) for k, t in sync.items())
+        except (TypeError, ValueError) as err:
+            raise ModelError(f"{source}: `sync_latency` must map a rank count to seconds ({err})") from err
         return cls(levels=tuple(out), name=str(data.get("name", "")), description=str(data.get("description", "")),
-                   flop_rate=None if rate is None else float(rate))
+                   flop_rate=None if rate is None else float(rate), sync_latency=pairs)
 
     @classmethod
     def parse(cls, text: str) -> "System":
@@ -318,6 +340,19 @@ class System:
         return cls(levels=tuple(levels))
 
 
+def _sync_pairs(pairs) -> tuple[tuple[int, float], ...]:
+    """``System.sync_latency`` checked and sorted by rank count."""
+    out = {}
+    for item in pairs:
+        k, t = item
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ModelError(f"sync_latency: a rank count must be a whole number >= 1, got {k!r}")
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < math.inf:
+            raise ModelError(f"sync_latency: seconds must be a finite number >= 0, got {t!r}")
+        out[k] = float(t)
+    return tuple(sorted(out.items()))
+
+
 @lru_cache(maxsize=64)
 def _for_collective(system: System, collective: str) -> System:
     from dataclasses import replace
@@ -333,7 +368,7 @@ def _for_collective(system: System, collective: str) -> System:
         links = lv.links if m is None else tuple(replace(ln, bandwidth=m.bandwidth, latency=m.latency)
                                                   for ln in lv.links)
         levels.append(Level(lv.name, lv.size, links))
-    return replace(system, levels=tuple(levels))  # name, description and flop rate kept
+    return replace(system, levels=tuple(levels))  # name, description, flop rate and sync latency kept
 
 
 @lru_cache(maxsize=64)

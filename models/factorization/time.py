@@ -8,17 +8,23 @@ and of small blocks.  The words are the exact model (:func:`~meshplan.models.fac
 mean per rank).  The flops are the trailing updates, ``2N³/3p`` (LU) or ``N³/3p`` (Cholesky), plus the
 panel factorization that no other rank shares, ``N²·v/(2·Px)`` — what larger blocks cost.  Seconds from the
 machine's :class:`~meshplan.models.matmul.time.Rates`.
+
+Every message on a step's critical path is a wait of one busy rank for another.  Where calibrate measured
+what such a synchronisation costs at the run's rank count (``System.sync_latency``: on a host with more ranks
+than cores, about a scheduler timeslice, far above the idle ping-pong latency), :func:`step_rates` makes that
+the latency per message, so that the time objective weighs the number of steps as the machine does.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from meshplan.models.factorization.cost import Cost
 from meshplan.models.factorization.problem import FactorGrid, FactorProblem
 from meshplan.models.matmul.time import Rates, TimeModel
 
-__all__ = ["factor_time", "step_messages"]
+__all__ = ["factor_time", "step_messages", "step_rates"]
 
 
 def step_messages(kind: str, grid: FactorGrid) -> int:
@@ -36,3 +42,11 @@ def factor_time(problem: FactorProblem, grid: FactorGrid, cost: Cost, rates: Rat
     panel = N * N * v / (2.0 * grid.Px)
     return TimeModel.of(rates, steps * step_messages(problem.kind, grid), cost.per_rank, update + panel,
                         problem.dtype.itemsize)
+
+
+def step_rates(rates: Rates, system, p: int) -> Rates:
+    """``rates`` with the latency per message raised to the synchronisation latency ``system`` measured at
+    ``p`` ranks (:meth:`~meshplan.models.core.system.System.sync_latency_at`), when it measured one and it is
+    larger (module docstring)."""
+    sync = system.sync_latency_at(p) if getattr(system, "sync_latency", None) else None
+    return rates if sync is None or sync <= rates.latency else replace(rates, latency=sync)
