@@ -21,6 +21,7 @@ from meshplan.models.counting.execute import compile_expr, execute_ranks
 from meshplan.models.loops.control import Flow
 from meshplan.solvers.counting.affine import count_affine
 from meshplan.solvers.counting.barvinok import SharedPrinter
+from meshplan.solvers.counting.blocks import count_blocks
 from meshplan.solvers.counting.analyze import count_flow, param_symbol, unknown_symbol
 from meshplan.solvers.counting.metrics import available_parallelism, depth, efficiency, rank_max, tidy, work
 from meshplan.solvers.counting.sums import Bnd
@@ -374,4 +375,35 @@ def count_problem(problem) -> list[CountResult]:
     bounds = problem.bounds
     if isinstance(bounds, str):
         bounds = parse_bounds(bounds)
-    return [_analyze(f, problem.procs, bounds or {}) for f in problem.flows]
+    return [_analyze_ranks(f, problem.procs, bounds or {}) for f in problem.flows]
+
+
+def _analyze_ranks(flow: Flow, procs: str, bounds: dict) -> CountResult:
+    """:func:`_analyze`; for explicitly parallel code whose count it leaves inexact (or cannot take the most
+    loaded rank of), the block distribution counted by Barvinok's algorithm with the block's ends as
+    parameters, when isl proves the last rank's block the heaviest (:mod:`~meshplan.solvers.counting.blocks`)."""
+    if flow.rank is None:
+        return _analyze(flow, procs, bounds)
+    try:
+        res, failure = _analyze(flow, procs, bounds), None
+    except ModelError as err:
+        res, failure = None, err
+    if res is None or not res.exact:
+        blk = count_blocks(flow, procs)
+        if blk is not None:
+            return _block_result(flow, procs, bounds, blk)
+    if res is None:
+        raise failure
+    return res
+
+
+def _block_result(flow: Flow, procs: str, bounds: dict, counts: dict) -> CountResult:
+    if bounds:
+        raise ModelError(f"bounds names {sorted(bounds)[0]}, which is not an unknown loop count of {flow.name} "
+                         "(unknowns: none)", param="bounds")
+    stmts = tuple(StatementCount(w.name, w.line, w.text, Bnd.exact(tidy(counts[w.name]))) for w in flow.statements)
+    total = tidy(sp.Add(*[counts[w.name] for w in flow.statements]))
+    notes = tuple(n for n in flow.notes if " counted as u" not in n)
+    return CountResult(flow, stmts, Bnd.exact(total), True, param_symbol(procs), notes, {},
+                       methods={w.name: "barvinok (block ends as parameters)" for w in flow.statements},
+                       unknowns=())

@@ -30,3 +30,48 @@ def test_offset_block_depth_matches_execution():
             assert res.evaluate(m["depth"], {"T": T, "n": n}) == most, (T, n)
             _, one = execute_ranks(res.flow, {"T": T, "n": n, "p": 1})
             assert res.evaluate(m["work"], {"T": T, "n": n}) == one
+
+
+LU_ROWS = """
+def lu(n, p, rank):
+    for k in range(n):
+        for i in range(max(k + 1, rank * n // p), min((rank + 1) * n // p, n)):
+            A[i, k] /= A[k, k]
+            for j in range(k + 1, n):
+                A[i, j] -= A[i, k] * A[k, j]
+"""
+
+CHOLESKY_ROWS = """
+def cholesky(n, p, rank):
+    for j in range(n):
+        for i in range(max(j, rank * n // p), min((rank + 1) * n // p, n)):
+            for k in range(j):
+                A[i, j] -= A[i, k] * A[j, k]
+            A[i, j] /= A[j, j]
+"""
+
+
+def _check_against_ranks(src: str) -> None:
+    """The count of the most loaded rank, W and D against executing every rank of the program."""
+    (res,) = count_problem(CountProblem.of(src))
+    assert res.exact and not res.unknowns
+    m = res.metrics
+    for n in (0, 1, 2, 3, 5, 9):
+        for p in (1, 2, 3, 8):
+            vals = {"n": n, "p": p}
+            per, total = execute_ranks(res.flow, vals)
+            assert res.evaluate(res.total.value, vals) == total, (vals, total)
+            for st in res.statements:
+                assert res.evaluate(st.count.value, vals) == per[st.name], (vals, st.name)
+        _, one = execute_ranks(res.flow, {"n": n, "p": 1})
+        assert res.evaluate(m["work"], {"n": n}) == one, n
+        _, most = execute_ranks(res.flow, {"n": n, "p": max(n, 1)})  # every rank at most one row
+        assert res.evaluate(m["depth"], {"n": n}) == most, n
+
+
+def test_lu_by_block_rows_is_exact():
+    _check_against_ranks(LU_ROWS)
+
+
+def test_cholesky_by_block_rows_is_exact():
+    _check_against_ranks(CHOLESKY_ROWS)
