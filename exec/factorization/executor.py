@@ -193,7 +193,11 @@ class FactorExecutor(Executor):
         first = self.coords[2] == 0
         finite, amax = True, 0.0
         if ok and first and A.size:
-            if A.dtype.kind == "f":  # two passes, no temporary: NaN propagates through max and min, ±inf shows
+            if A.dtype.kind == "f" and self.kind == "cholesky":  # no max|A| needed: one pass, NaN and ±inf show
+                with np.errstate(over="ignore", invalid="ignore"):
+                    total = float(A.sum())
+                finite = math.isfinite(total) or bool(np.isfinite(A).all())  # (or a finite sum overflowed)
+            elif A.dtype.kind == "f":  # two passes, no temporary: NaN propagates through max and min, ±inf shows
                 hi, lo = float(A.max()), float(A.min())
                 finite = math.isfinite(hi) and math.isfinite(lo)
                 amax = max(hi, -lo) if finite else 0.0
