@@ -22,6 +22,7 @@ from mpi4py import MPI
 from mpi4py.util.dtlib import from_numpy_dtype
 
 from meshplan.exec.runtime.shm import ALIGN, NodeStaging
+from meshplan.exec.tensor.persistent import Persistent, none, release, weak
 from meshplan.models.core.errors import ModelError
 from meshplan.models.tensor.partition import Box, box_shape, box_volume
 from meshplan.models.tensor.plans import Transfer
@@ -106,29 +107,10 @@ def free_types(types: list) -> None:
     types.clear()
 
 
-def _release(types: list, requests: list) -> None:
-    """Free the persistent requests (inactive between calls), then the committed datatypes: an
-    :class:`Exchange`'s finalizer (idempotent; nothing once MPI is finalized)."""
-    if not MPI.Is_finalized():
-        for r in requests:
-            if r != MPI.REQUEST_NULL:
-                r.Free()
-    requests.clear()
+def _free_all(types: list, requests: list) -> None:
+    """An :class:`Exchange`'s finalizer: its persistent requests, then its datatypes (idempotent)."""
+    release(requests)
     free_types(types)
-
-
-def _is_view(index) -> bool:
-    """Whether ``a[index]`` is a view of ``a`` (basic slicing), so that it can be made once."""
-    return type(index) is tuple and all(type(i) is slice for i in index)
-
-
-def _ref(a):
-    """A weak reference to ``a``, or to nothing for None (the previous call's arrays, remembered)."""
-    return _none if a is None else weakref.ref(a)
-
-
-def _none():
-    return None
 
 
 def _flat_range(t: Transfer, origin: Sequence[int], shape: Sequence[int]) -> tuple[int, int] | None:
@@ -148,7 +130,7 @@ def _flat_range(t: Transfer, origin: Sequence[int], shape: Sequence[int]) -> tup
     return off, int(np.prod(ext, dtype=np.int64))
 
 
-class Exchange:
+class Exchange(Persistent):
     """The transfers of one direction of a primitive, bound to this rank's arrays' boxes (construction is
     collective over the communicator when ``staging`` is given and some box may be staged, local
     otherwise; :meth:`run` is collective over the communicator).
@@ -170,6 +152,8 @@ class Exchange:
     The committed datatypes are freed by :meth:`free`, or when the exchange is garbage-collected
     (``weakref.finalize``), whichever comes first."""
 
+    TAG = _TAG
+
     def __init__(self, comm, transfers: Sequence[Transfer], src_box: Box | None, dst_box: Box | None, dtype,
                  *, add: bool, staging: Callable[[], NodeStaging] | None = None) -> None:
         self.comm, self.add = comm, add
@@ -185,9 +169,9 @@ class Exchange:
         self.types: list[MPI.Datatype] = []
         #: the persistent requests of the arrays of the last calls (see :meth:`run`), freed with the types
         self._requests: list[MPI.Prequest] = []
-        self._finalizer = weakref.finalize(self, _release, self.types, self._requests)
+        self._finalizer = weakref.finalize(self, _free_all, self.types, self._requests)
         self._closed = False
-        self._last = (_none, _none)     # the previous call's arrays (weakly)
+        self._last = (none, none)     # the previous call's arrays (weakly)
         self._bound = None              # (src, dst, the persistent call's parts) when they repeat
         self._counter = getattr(comm, "counter", None)
         staged, self.staging = self._staged(comm, transfers, so, sshape, staging)
@@ -334,67 +318,8 @@ class Exchange:
             self._bind(src, dst)
             self._run_bound(self._bound[2])
             return
-        self._last = (_ref(src), _ref(dst))
+        self._last = (weak(src), weak(dst))
         self._run_once(src, dst)
-
-    def _bind(self, src: np.ndarray | None, dst: np.ndarray | None) -> None:
-        """The persistent requests and views of a call with ``src`` and ``dst`` (those of other arrays freed)."""
-        self._unbind()
-        comm, reqs = self._raw, self._requests
-        recvs = []
-        for k, (peer, (how, *where), _) in enumerate(self.recvs):
-            if how == "buf":
-                recvs.append(comm.Recv_init(self._rviews[k], peer, _TAG))
-            elif how == "flat":
-                off, cnt = where
-                recvs.append(comm.Recv_init(dst.reshape(-1)[off:off + cnt], peer, _TAG))
-            elif how == "type":
-                recvs.append(comm.Recv_init([dst, 1, where[0]], peer, _TAG))
-        reqs += recvs
-        flat_src = None if src is None else src.reshape(-1)
-        sends = []          # in the exchange's order: (request or None, pack buffer or staging key, source box)
-        for k, (peer, (how, *what)) in enumerate(self.sends):
-            if how == "stage":
-                sends.append((None, ("send", k), src[what[0]] if _is_view(what[0]) else what[0]))
-            elif how == "flat":
-                off, cnt = what
-                sends.append((comm.Send_init(flat_src[off:off + cnt], peer, _TAG), None, None))
-            elif how == "pack":
-                index, buf = what
-                sends.append((comm.Send_init(buf, peer, _TAG), buf, src[index] if _is_view(index) else index))
-            else:
-                sends.append((comm.Send_init([src, 1, what[0]], peer, _TAG), None, None))
-        reqs += [r for r, _, _ in sends if r is not None]
-        local = [(dst[di], src[si]) if _is_view(di) and _is_view(si) else (di, si) for si, di in self.local]
-        self._bound = (src, dst, (src, dst, recvs, sends, local, list(reqs)))
-
-    def _unbind(self) -> None:
-        """Free the persistent requests of the last arrays (inactive: every call waits for its requests)."""
-        self._bound = None
-        _release([], self._requests)
-
-    def _run_bound(self, parts) -> None:
-        """:meth:`_run_once` with the persistent requests and views of :meth:`_bind`."""
-        src, dst, recvs, sends, local, reqs = parts
-        if recvs:
-            MPI.Prequest.Startall(recvs)
-        views = self._views()
-        for req, buf, box in sends:
-            if req is None:                          # staged: stored into the peer's slot
-                slot = views[buf]
-                np.copyto(slot, box if type(box) is np.ndarray else src[box])
-                if self._counter is not None:
-                    self._counter.add_shared(slot.nbytes)
-                continue
-            if buf is not None:
-                np.copyto(buf, box if type(box) is np.ndarray else src[box])
-            req.Start()
-        self._local(src, dst, local)
-        if self.sync:
-            self.staging.publish()
-        if reqs:
-            MPI.Request.Waitall(reqs)
-        self._finish(dst, views)
 
     def _local(self, src, dst, local) -> None:
         """The transfers to itself (while the messages are in flight): copied, or added; ``local`` holds
@@ -474,7 +399,7 @@ class Exchange:
         afterwards)."""
         self._closed = True
         self._bound = None
-        self._last = (_none, _none)
+        self._last = (none, none)
         self._finalizer()
 
 
