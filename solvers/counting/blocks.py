@@ -119,8 +119,7 @@ def count_blocks(flow: Flow, procs: str = "p") -> dict[str, sp.Expr] | None:
         return None
     E, rep = got
     terms, const = linear_form(E)
-    if const < 0 or any(c < 0 for c in terms.values()):  # E >= 0 for every parameter value
-        return None
+    nonneg = const >= 0 and all(c >= 0 for c in terms.values())  # E >= 0 for every parameter value
     body = _map(flow.body, rep)
     if any(rank in e.free_symbols for e in _exprs(body)):
         return None
@@ -128,7 +127,9 @@ def count_blocks(flow: Flow, procs: str = "p") -> dict[str, sp.Expr] | None:
     if not all(isinstance(d, Domain) for d in doms.values()):
         return None
     L, H = sym("blk_lo"), sym("blk_hi")
-    fixed = (sp.Ge(L, 0), sp.Ge(H, L), sp.Ge(E, H))  # facts of every block: 0 <= L <= H <= E
+    fixed = (sp.Ge(L, 0), sp.Ge(H, L), sp.Ge(E, H))  # facts of every block when E >= 0: 0 <= L <= H <= E
+    below = (sp.Le(L, 0), sp.Le(H, L), sp.Le(E, H), sp.Lt(E, 0))  # and when E < 0: E <= H <= L <= 0
+    plain = doms
     doms = {k: Domain(d.statement, d.counters, d.constraints + fixed) for k, d in doms.items()}
     params = tuple(dict.fromkeys([*flow.params, *sorted({s.name for d in doms.values() for c in d.constraints
                                                           for s in c.free_symbols} - {c.name for d in doms.values()
@@ -136,6 +137,11 @@ def count_blocks(flow: Flow, procs: str = "p") -> dict[str, sp.Expr] | None:
                                                          - {L.name, H.name})]))
     params = tuple(q for q in params if q not in (L.name, H.name, procs)) + (L.name, H.name)
     e_txt = _isl_expr(E)
+    if not nonneg:  # an extent that may be negative (jacobi's n - 2): no rank may run anything then
+        for d in plain.values():
+            neg = _card(Domain(d.statement, d.counters, d.constraints + below), params, {})
+            if not neg.is_zero():
+                return None
     for d in doms.values():
         right = _card(d, params, {L: L + 1, H: H + 1}).sub(_card(d, params, {}))
         grow = _card(d, params, {L: L - 1}).sub(_card(d, params, {}))

@@ -75,3 +75,30 @@ def test_lu_by_block_rows_is_exact():
 
 def test_cholesky_by_block_rows_is_exact():
     _check_against_ranks(CHOLESKY_ROWS)
+
+
+JACOBI_2D = """
+def jacobi2d(T, n, p, rank):
+    for t in range(T):
+        for i in range(1 + rank * (n - 2) // p, 1 + min((rank + 1) * (n - 2) // p, n - 2)):
+            for j in range(1, n - 1):
+                B[i, j] = A[i, j] + A[i - 1, j] + A[i + 1, j] + A[i, j - 1] + A[i, j + 1]
+        for i in range(1 + rank * (n - 2) // p, 1 + min((rank + 1) * (n - 2) // p, n - 2)):
+            for j in range(1, n - 1):
+                A[i, j] = B[i, j]
+"""
+
+
+def test_jacobi_2d_offset_block_is_exact():
+    """Rows distributed from 1 to n - 2: the extent n - 2 is negative at n < 2, where no rank runs anything."""
+    (res,) = count_problem(CountProblem.of(JACOBI_2D))
+    assert res.exact
+    m = res.metrics
+    for T in (1, 2):
+        for n in (0, 1, 2, 3, 4, 7, 10):
+            for p in (1, 2, 3, 8):
+                vals = {"T": T, "n": n, "p": p}
+                assert res.evaluate(res.total.value, vals) == execute_ranks(res.flow, vals)[1], vals
+            assert res.evaluate(m["work"], {"T": T, "n": n}) == execute_ranks(res.flow, {"T": T, "n": n, "p": 1})[1]
+            most = execute_ranks(res.flow, {"T": T, "n": n, "p": max(n, 1)})[1]
+            assert res.evaluate(m["depth"], {"T": T, "n": n}) == most, (T, n)
