@@ -44,7 +44,10 @@ def lu(n, p, rank):
 CHOLESKY_ROWS = """
 def cholesky(n, p, rank):
     for j in range(n):
-        for i in range(max(j, rank * n // p), min((rank + 1) * n // p, n)):
+        for k in range(j):
+            A[j, j] -= A[j, k] * A[j, k]
+        A[j, j] = A[j, j] ** 0.5
+        for i in range(max(j + 1, rank * n // p), min((rank + 1) * n // p, n)):
             for k in range(j):
                 A[i, j] -= A[i, k] * A[j, k]
             A[i, j] /= A[j, j]
