@@ -309,19 +309,23 @@ def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
         return any(a < b * (1 - 1e-12) for a, b in zip(q, best)) or (lead is not None and lead < i)
 
     def refine(i: int) -> bool:
-        """Lower subgraph ``i``'s bound with linear domination (:meth:`Screen.refined`); whether it changed."""
+        """Lower subgraph ``i``'s bound by one stage (:meth:`Screen.refined`: linear domination, then the
+        relaxation); whether it changed."""
         finer = quick[keys[i]].refined()
         if finer is not None:
             quick[keys[i]] = finer
         return finer is not None
 
     def settled(i: int, best: list[float] | None, lead: int | None) -> bool:
-        """Whether subgraph ``i`` is derived or below ``best`` (with the finer bound if the cheap one is not)."""
+        """Whether subgraph ``i`` is derived or below ``best`` (with the finer bounds while the cheaper are not)."""
         if keys[i] in derived:
             return True
         if best is None:
             return False
-        return below(quick[keys[i]].values, i, best, lead) or (refine(i) and below(quick[keys[i]].values, i, best, lead))
+        while not below(quick[keys[i]].values, i, best, lead):
+            if not refine(i):
+                return False
+        return True
 
     def pick(open_: list[int]) -> int:
         """The open subgraph with the largest finer bound at the middle S (first in order on ties), refining
@@ -332,7 +336,8 @@ def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
         for i in sorted(open_, key=key, reverse=True):
             if top is not None and key(i) <= key(top):
                 break
-            refine(i)
+            while refine(i):
+                pass
             if top is None or key(i) > key(top):
                 top = i
         return top

@@ -22,7 +22,20 @@ is taken at ``X → ∞``, where a fused case reports the smaller of its relaxat
 and linear domination's ``z`` (χ ≤ z·X, an exact LP; it exists only when every statement's exponent
 is ≤ 1): there the bound is ``min(z, Σ_{W_s = 1} C_s)``.  That LP is solved only for a subgraph the
 bound without it does not settle (:meth:`Screen.refined`; ludcmp: 79 instead of 179 LPs), so a
-screened row may show the larger ``Σ_{W_s = 1} C_s``.  Problems this argument does not cover are not
+screened row may show the larger ``Σ_{W_s = 1} C_s``.
+
+A subgraph still not settled gets a last, finer stage (:class:`Relaxed`, again only on demand): per
+case the derivation's own certified relaxation — each statement's AM–GM constant from the best dual
+of its LP's optimal face and the fused statements' joint constant with one shared budget
+(:func:`~meshplan.solvers.soap.relax.joint_relaxation`, at most ``Σ_s C_s``) — evaluated at the same
+``X0`` (with linear domination's ``z`` when ``W ≤ 1``).  It is the value the derivation reports for a
+relaxation case, and an upper bound on a closed-form or KKT case (exact χ, below the relaxation, at
+its minimizing ``X0``; the cases KKT could take are not screened at all), so it is ≥ the derived ρ;
+it skips the derivation's closed forms, KKT, tiles and simplification.  It separates subgraphs
+whose ρ has the leader's leading term and differs only in lower-order constants, which the sum of
+the per-statement first-dual constants overestimates (ludcmp: 1 of 112 subgraphs derived instead of
+18; their ρ are ``√S + 3`` … against the leader's ``√S + 4.66``, the first stage gave ``√S + 6`` …).
+Problems this argument does not cover are not
 screened (``None``) and are always derived: pyramids (their own χ), unbounded LPs, and max cases
 that could take the KKT route (its ``X0`` is not ``W·S/(W−1)``, and the other cases are evaluated
 at it).  :func:`meshplan.solvers.soap.bound.analyze` derives, per array, the subgraphs in order of
@@ -45,7 +58,8 @@ from meshplan.models.soap.sdg import SubProblem
 from meshplan.solvers.soap.chi import SAMPLE_S, Intensity, dominating
 from meshplan.solvers.soap.pyramid import pyramid_shape
 from meshplan.solvers.soap.dual import log_constant
-from meshplan.solvers.soap.relax import _am_gm_constant, _monomials, linear_domination, simplex
+from meshplan.solvers.soap.relax import (_am_gm_constant, _monomials, joint_relaxation, linear_domination,
+                                         relaxation, simplex)
 from meshplan.solvers.soap.symbols import S, X
 
 __all__ = ["Screen", "screen"]
@@ -63,14 +77,17 @@ class Screen:
     linear: tuple = ()
     #: the max cases, kept while :meth:`refined` can still lower the bound
     problems: tuple = ()
+    #: the max cases, for the relaxation stage of :meth:`refined`
+    split: tuple = ()
 
-    def refined(self) -> "Screen | None":
-        """The bound with linear domination's ``z`` taken in (lower or equal), or ``None`` when there is
-        nothing to refine (the leading exponent is > 1, no case is fused, or it is already done)."""
-        if not self.problems:
-            return None
-        z = tuple(linear_domination(c) if len(c.work) > 1 else None for c in self.problems)
-        return Screen(self.cases, self.exponent, z)
+    def refined(self) -> "Screen | Relaxed | None":
+        """A lower or equal bound: first with linear domination's ``z`` taken in (when the leading exponent
+        is ≤ 1 and a case is fused), then the derivation's own relaxation (:class:`Relaxed`); ``None``
+        when both are done."""
+        if self.problems:
+            z = tuple(linear_domination(c) if len(c.work) > 1 else None for c in self.problems)
+            return Screen(self.cases, self.exponent, z, (), self.split)
+        return Relaxed.of(self.split, self.exponent) if self.split else None
 
     @functools.cached_property
     def values(self) -> tuple[float, ...]:
@@ -122,6 +139,82 @@ class Screen:
             "(Theorem 5.1); ρ shown is that upper bound",))
 
 
+@dataclass(frozen=True)
+class Relaxed:
+    """The last screening stage: per max case the derivation's certified relaxation
+    ``χ_case(X) ≤ Σ_W K_W X^W`` (:func:`~meshplan.solvers.soap.relax.relaxation` with the best duals of the
+    optimal faces and :func:`~meshplan.solvers.soap.relax.joint_relaxation`'s shared budget), evaluated
+    where the derivation evaluates it, without the derivation's closed forms, KKT, tiles and
+    simplification (module doc)."""
+
+    #: per case ``((K_W, W), …)`` with ``K_W`` exact (sympy)
+    cases: tuple
+    exponent: Fraction
+    #: per case, linear domination's ``z`` (fused cases when the leading exponent is ≤ 1), else ``None``
+    linear: tuple
+
+    @staticmethod
+    def of(split: tuple, exponent: Fraction) -> "Relaxed | None":
+        out = []
+        for case in split:
+            relax = relaxation(case)
+            if relax is None:
+                return None
+            out.append(tuple(joint_relaxation(case, relax)[0]))
+        z = tuple(linear_domination(c) if exponent <= 1 and len(c.work) > 1 else None for c in split)
+        return Relaxed(tuple(out), exponent, z)
+
+    def refined(self) -> None:
+        return None
+
+    @functools.cached_property
+    def values(self) -> tuple[float, ...]:
+        """The bound on ρ at each of :data:`SAMPLE_S`."""
+        return tuple(self.rho_at(s) for s in SAMPLE_S)
+
+    @functools.cached_property
+    def _rhos(self) -> list:
+        """Per case ρ as a sympy expression of ``S`` (the derivation's unsimplified value)."""
+        if self.exponent <= 1:
+            rhos = [sp.Add(*[K for K, w in case if w == 1]) for case in self.cases]
+            return [sp.Rational(z) if z is not None and float(z) <= float(r) else r for r, z in zip(rhos, self.linear)]
+        W = sp.Rational(self.exponent)
+        X0 = W * S / (W - 1)
+        return [sp.Add(*[K * X0 ** sp.Rational(w) for K, w in case]) / (X0 - S) for case in self.cases]
+
+    @functools.cached_property
+    def _floats(self) -> tuple:
+        return tuple(tuple((float(K), float(w)) for K, w in case) for case in self.cases)
+
+    def rho_at(self, s: float) -> float:
+        """The bound on ρ at fast memory ``s``."""
+        if self.exponent <= 1:
+            return max(float(r) for r in self._rhos)
+        W = float(self.exponent)
+        x0 = W * s / (W - 1)
+        return max(sum(K * x0 ** w for K, w in case) / (x0 - s) for case in self._floats)
+
+    def intensity(self, problem: SubProblem) -> Intensity:
+        """The bound as the reported intensity of ``problem`` (method ``"screened"``)."""
+        chis = [sp.Add(*[K * X ** sp.Rational(w) for K, w in case]) for case in self.cases]
+        rhos = self._rhos
+        if self.exponent <= 1:
+            X0 = sp.oo
+            chis = [r * X if z is not None and r == sp.Rational(z) else c for c, r, z in zip(chis, rhos, self.linear)]
+        else:
+            W = sp.Rational(self.exponent)
+            X0 = W * S / (W - 1)
+            rhos = [sp.expand(r) for r in rhos]
+        uniq = list(dict.fromkeys(rhos))
+        dom = dominating([[float(r.subs(S, s)) for s in SAMPLE_S] for r in uniq])
+        rho = uniq[dom] if dom is not None else sp.Max(*uniq, evaluate=False)
+        chi = chis[0] if len(set(chis)) == 1 else sp.Max(*dict.fromkeys(chis), evaluate=False)
+        return Intensity(problem, "screened", chi, X0, rho, exponent=self.exponent, notes=(
+            "not derived: its certified AM-GM relaxation (best duals, shared budget) is at most the largest "
+            "derived ρ of a subgraph holding each of its arrays, at every sampled S, so it leads no array "
+            "(Theorem 5.1); ρ shown is that upper bound",))
+
+
 def _constant(ws, W) -> float:
     return math.exp(log_constant([wj for wj, _ in ws], [cj for _, cj in ws], W))
 
@@ -148,4 +241,4 @@ def screen(problem: SubProblem) -> Screen | None:
     # every case at X → ∞ when W ≤ 1: a fused case reports min(z, its relaxation) (linear domination),
     # an exact LP solved only when the bound without it does not settle the subgraph (Screen.refined)
     fused = W <= 1 and any(len(c.work) > 1 for c in cases)
-    return Screen(tuple(out), W, (), tuple(cases) if fused else ())
+    return Screen(tuple(out), W, (), tuple(cases) if fused else (), tuple(cases))
