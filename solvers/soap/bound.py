@@ -279,7 +279,9 @@ def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
     elementwise maximum of the derived ρ at every sampled S (:data:`SAMPLE_S`) and cannot win a tie
     for it (strictly below at some sample, or after the first derived subgraph attaining it — the
     per-array maximum takes the first dominating subgraph in order).  A subgraph that cannot be
-    screened is always derived.  The derived ρ are the ones ``screen=False`` gives, and a
+    screened is always derived; the one about to be derived first gets the screen's relaxation stage
+    (:class:`~meshplan.solvers.soap.screen.Relaxed`) and is set aside instead if that settles it.
+    The derived ρ are the ones ``screen=False`` gives, and a
     screened subgraph's ρ is bounded by them, so the per-array maxima — and the bound — are the
     same as deriving everything (up to ``Max`` arguments dominated at every sample)."""
     from meshplan.solvers.soap.memo import canonical_key
@@ -308,10 +310,10 @@ def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
             return False
         return any(a < b * (1 - 1e-12) for a, b in zip(q, best)) or (lead is not None and lead < i)
 
-    def refine(i: int) -> bool:
-        """Lower subgraph ``i``'s bound by one stage (:meth:`Screen.refined`: linear domination, then the
-        relaxation); whether it changed."""
-        finer = quick[keys[i]].refined()
+    def refine(i: int, deep: bool = False) -> bool:
+        """Lower subgraph ``i``'s bound by one stage (:meth:`Screen.refined`: linear domination, then, with
+        ``deep``, the relaxation); whether it changed."""
+        finer = quick[keys[i]].refined(deep)
         if finer is not None:
             quick[keys[i]] = finer
         return finer is not None
@@ -327,6 +329,13 @@ def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
                 return False
         return True
 
+    def deepened(i: int, best: list[float], lead: int | None) -> bool:
+        """Whether subgraph ``i`` falls below ``best`` with the dearer stages (the relaxation) too."""
+        while refine(i, deep=True):
+            if below(quick[keys[i]].values, i, best, lead):
+                return True
+        return False
+
     def pick(open_: list[int]) -> int:
         """The open subgraph with the largest finer bound at the middle S (first in order on ties), refining
         in order of the current bounds only until none left can win (refining only lowers a bound)."""
@@ -336,8 +345,7 @@ def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
         for i in sorted(open_, key=key, reverse=True):
             if top is not None and key(i) <= key(top):
                 break
-            while refine(i):
-                pass
+            refine(i)
             if top is None or key(i) > key(top):
                 top = i
         return top
@@ -349,9 +357,14 @@ def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
             best = [max(col) for col in zip(*[r for _, r in rows])] if rows else None
             lead = next((i for i, r in rows if all(a >= b * (1 - 1e-12) for a, b in zip(r, best))), None)
             open_ = [i for i in holders[A] if not settled(i, best, lead)]
-            if open_:
-                derive(pick(open_))
+            while open_:    # the relaxation stage only for the subgraph about to be derived (it is dearer)
+                i = pick(open_)
+                if best is not None and deepened(i, best, lead):
+                    open_.remove(i)
+                    continue
+                derive(i)
                 progressed = True
+                break
         if not progressed:
             break
     return [memo(p, keys[i]) if keys[i] in derived else quick[keys[i]].intensity(p) for i, p in enumerate(problems)]

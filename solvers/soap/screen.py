@@ -24,7 +24,8 @@ is ≤ 1): there the bound is ``min(z, Σ_{W_s = 1} C_s)``.  That LP is solved o
 bound without it does not settle (:meth:`Screen.refined`; ludcmp: 79 instead of 179 LPs), so a
 screened row may show the larger ``Σ_{W_s = 1} C_s``.
 
-A subgraph still not settled gets a last, finer stage (:class:`Relaxed`, again only on demand): per
+A subgraph still not settled, when it is the next to be derived, first gets a last, finer stage
+(:class:`Relaxed`; dearer, so taken only there): per
 case the derivation's own certified relaxation — each statement's AM–GM constant from the best dual
 of its LP's optimal face and the fused statements' joint constant with one shared budget
 (:func:`~meshplan.solvers.soap.relax.joint_relaxation`, at most ``Σ_s C_s``) — evaluated at the same
@@ -80,14 +81,14 @@ class Screen:
     #: the max cases, for the relaxation stage of :meth:`refined`
     split: tuple = ()
 
-    def refined(self) -> "Screen | Relaxed | None":
+    def refined(self, deep: bool = True) -> "Screen | Relaxed | None":
         """A lower or equal bound: first with linear domination's ``z`` taken in (when the leading exponent
-        is ≤ 1 and a case is fused), then the derivation's own relaxation (:class:`Relaxed`); ``None``
-        when both are done."""
+        is ≤ 1 and a case is fused), then (with ``deep``) the derivation's own relaxation
+        (:class:`Relaxed`); ``None`` when there is no further stage."""
         if self.problems:
             z = tuple(linear_domination(c) if len(c.work) > 1 else None for c in self.problems)
             return Screen(self.cases, self.exponent, z, (), self.split)
-        return Relaxed.of(self.split, self.exponent) if self.split else None
+        return Relaxed.of(self.split, self.exponent) if deep and self.split else None
 
     @functools.cached_property
     def values(self) -> tuple[float, ...]:
@@ -164,7 +165,7 @@ class Relaxed:
         z = tuple(linear_domination(c) if exponent <= 1 and len(c.work) > 1 else None for c in split)
         return Relaxed(tuple(out), exponent, z)
 
-    def refined(self) -> None:
+    def refined(self, deep: bool = True) -> None:
         return None
 
     @functools.cached_property
