@@ -73,7 +73,7 @@ class FactorExecutor(Executor):
         self._rhs_status, self._rhs_agreed = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64)
         self._parts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._work: np.ndarray | None = None  # the working tile a factorization overwrites, reused by every call
-        self._input = (self.size, self.size)   # the first ranks with a wrong / non-finite tile (size: none)
+        self._input = (self.size, 2 * self.size)   # the first ranks with a wrong tile / wrong values (see _prepare)
         #: the reduction after a factorization: this rank's and the first ``[breakdown, wrong, non-finite]``
         self._agreement = (np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64))
 
@@ -188,11 +188,11 @@ class FactorExecutor(Executor):
         (:meth:`_finish`), so it starts at once — a wrong tile is factored as zeros meanwhile (the messages
         depend only on the plan), and then raises on every rank."""
         self._require_open()
-        A = np.asarray(A_loc)
+        A, numeric = self._numeric(A_loc)
         ok = A.shape == self.local_shape
         first = self.coords[2] == 0
-        finite, amax = True, 0.0
-        if ok and first and A.size:
+        finite, amax = numeric, 0.0
+        if ok and first and A.size and numeric:
             if A.dtype.kind == "f" and self.kind == "cholesky":  # no max|A| needed: one pass, NaN and ±inf show
                 with np.errstate(over="ignore", invalid="ignore"):
                     total = float(A.sum())
@@ -204,14 +204,16 @@ class FactorExecutor(Executor):
             else:
                 finite = bool(np.isfinite(A).all())
                 amax = float(np.max(np.abs(A))) if finite else 0.0
+        # the values' verdict: this rank if it holds NaN/inf, rank + size if its values are not numbers
+        wrong = self.rank if numeric else self.rank + self.size
         if self.kind == "cholesky":
-            self._input = (self.size if ok else self.rank, self.size if finite else self.rank)
+            self._input = (self.size if ok else self.rank, 2 * self.size if finite else wrong)
             return self._tile(A if ok and finite else None, first), 0.0
-        flags = np.array([amax, -1 if ok else self.rank, -1 if finite else self.rank], dtype=np.float64)
+        flags = np.array([amax, -1 if ok else self.rank, -1 if finite else wrong], dtype=np.float64)
         agreed = np.empty_like(flags)
         # the agreement travels while this rank copies its tile; nothing runs on the tile before it is known
         pending = self._control.Iallreduce(flags, agreed, MPI.MAX)
-        tile = self._tile(A, first) if ok else None
+        tile = self._tile(A, first) if ok and numeric else None
         pending.Wait()
         if agreed[1] >= 0:
             r = int(agreed[1])
@@ -219,9 +221,31 @@ class FactorExecutor(Executor):
             raise ModelError(f"A_loc on rank {r} does not have that rank's tile shape {(len(rows), len(cols))}; "
                              "pass ex.distribute(A) or A[np.ix_(ex.rows, ex.cols)]", param="A_loc")
         if agreed[2] >= 0:
-            raise ModelError(f"A_loc on rank {int(agreed[2])} holds NaN or infinity", param="A_loc")
-        self._input = (self.size, self.size)
+            self._refuse_values(int(agreed[2]))
+        self._input = (self.size, 2 * self.size)
         return tile, self.N * np.finfo(self.dtype).eps * agreed[0]
+
+    def _numeric(self, A_loc: Any) -> tuple[np.ndarray, bool]:
+        """``A_loc`` as an array, and whether its values are real numbers: an array of another kind (text,
+        objects) is converted to the plan's dtype here, so that a rank whose values do not convert reports it
+        to the agreement instead of raising alone while the other ranks wait."""
+        A = np.asarray(A_loc)
+        if A.dtype.kind in "biuf":
+            return A, True
+        if A.dtype.kind == "c":
+            return A, False
+        try:
+            return A.astype(self.dtype), True
+        except (TypeError, ValueError):
+            return A, False
+
+    def _refuse_values(self, code: int) -> NoReturn:
+        """Raise the agreed verdict on a tile's values: ``code`` is the rank holding NaN or infinity, or that
+        rank + size when its values are not real numbers."""
+        if code >= self.size:
+            raise ModelError(f"A_loc on rank {code - self.size} does not convert to {self.dtype}; give real numbers",
+                             param="A_loc")
+        raise ModelError(f"A_loc on rank {code} holds NaN or infinity", param="A_loc")
 
     def _tile(self, A: np.ndarray | None, first: bool) -> np.ndarray:
         """The working tile, kept between calls (row-major: a row swap is two contiguous copies): a copy of
@@ -261,8 +285,8 @@ class FactorExecutor(Executor):
             rows, cols = self._part(r)
             raise ModelError(f"A_loc on rank {r} does not have that rank's tile shape {(len(rows), len(cols))}; "
                              "pass ex.distribute(A) or A[np.ix_(ex.rows, ex.cols)]", param="A_loc")
-        if first[2] < self.size:
-            raise ModelError(f"A_loc on rank {int(first[2])} holds NaN or infinity", param="A_loc")
+        if first[2] < 2 * self.size:
+            self._refuse_values(int(first[2]))
         if first[0] < n * (v + 1):
             t, k = divmod(int(first[0]), v + 1)
             raise breakdown(self.kind, self.N, v, t, 0 if k == v else k)

@@ -129,6 +129,8 @@ def _reuse_and_errors(comm, out: dict) -> None:
             if me == 0:
                 nan[0, 0] = np.nan
             out[f"{kind}:nan-tile"] = _agree(comm, lambda: ex.factor(nan))
+            # values that are not numbers on one rank: refused on every rank (no rank raises alone)
+            out[f"{kind}:text-tile"] = _agree(comm, lambda: ex.factor(np.full(Ag.shape, "x") if me == p - 1 else Ag))
             bl = ex.distribute_rhs(b if me == 0 else None)
             x_good = ex.collect(F.solve(bl))
             out[f"{kind}:bad-rhs"] = _agree(comm, lambda: F.solve(bl[:-1] if me == p - 1 else bl))
@@ -264,7 +266,8 @@ def test_breakdown_is_raised_on_every_rank(verdicts, np_):
 @pytest.mark.parametrize("np_", RANKS)
 def test_bad_input_is_refused_on_every_rank(verdicts, np_):
     out = verdicts(np_)
-    expect = {"bad-tile": "tile shape", "nan-tile": "NaN", "bad-rhs": f"b_loc on rank {np_ - 1} has shape",
+    expect = {"bad-tile": "tile shape", "nan-tile": "NaN", "text-tile": f"A_loc on rank {np_ - 1} does not convert",
+              "bad-rhs": f"b_loc on rank {np_ - 1} has shape",
               "rhs-columns": "b_loc on rank", "rhs-columns-fewer": "b_loc on rank",
               "rhs-dtype": f"b_loc on rank {np_ - 1} (dtype <U", "none-on-root": "None",
               "rhs-length": "b has shape", "closed": "closed", "wrong-size": "ranks but comm has"}
