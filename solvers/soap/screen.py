@@ -34,7 +34,7 @@ relaxation case, and an upper bound on a closed-form or KKT case (exact χ, belo
 its minimizing ``X0``; the cases KKT could take are not screened at all), so it is ≥ the derived ρ;
 it skips the derivation's closed forms, KKT, tiles and simplification.  It separates subgraphs
 whose ρ has the leader's leading term and differs only in lower-order constants, which the sum of
-the per-statement first-dual constants overestimates (ludcmp: 1 of 112 subgraphs derived instead of
+the per-statement first-dual constants overestimates (ludcmp: 3 of 112 subgraphs derived instead of
 18; their ρ are ``√S + 3`` … against the leader's ``√S + 4.66``, the first stage gave ``√S + 6`` …).
 Problems this argument does not cover are not
 screened (``None``) and are always derived: pyramids (their own χ), unbounded LPs, and max cases
