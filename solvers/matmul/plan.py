@@ -134,6 +134,10 @@ def choose_grid(prob: MatmulProblem, idle_tolerance: float = 0.03, *, method: st
         ref = exhaustive_grid(prob, idle_tolerance)
         if ref is None or (ref[1], ref[2]) != cost:
             raise VerificationError(f"CP-SAT's grid {grid} {cost} differs from enumeration's {ref}")
+        # CP-SAT returns any optimal grid (its parallel workers race), so every rank of an MPI program that
+        # plans for itself could get a different one of equal cost: take the enumeration's, whose ties
+        # are broken by a fixed order, so that the plan is the same on every rank and in every run
+        grid = ref[0]
     return grid, cost[0], cost[1]
 
 

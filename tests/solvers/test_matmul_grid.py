@@ -153,3 +153,16 @@ def test_objective_time_minimizes_the_modelled_time():
     with pytest.raises(MatmulError, match="rates") as err:
         schedule_matmul(prob, objective="time")
     assert err.value.param == "system"
+
+
+def test_cpsat_grid_is_the_enumerations_tie_break():
+    """Square problems tie between grids ([1,2,1] and [2,1,1] move the same words): every rank of an MPI
+    program plans for itself, so CP-SAT's answer must be one fixed grid, the enumeration's, in every call."""
+    from meshplan.models.matmul.problem import MatmulProblem
+    from meshplan.solvers.matmul.plan import choose_grid, exhaustive_grid
+
+    for m, n, k, p in ((192, 192, 192, 2), (64, 64, 64, 4), (96, 96, 48, 8), (1536, 1536, 1536, 4)):
+        prob = MatmulProblem(m, n, k, p)
+        want = exhaustive_grid(prob)
+        got = {choose_grid(prob, method="cpsat") for _ in range(5)}
+        assert got == {want}, (prob, got, want)
