@@ -84,10 +84,26 @@ def post(comm, sends, recvs, tag: int, dtype=np.float64) -> Pending:
     return Pending(out, reqs, keep)
 
 
-def exchange(comm, sends, recvs, tag: int, dtype=np.float64) -> list[np.ndarray]:
+def exchange(comm, sends, recvs, tag: int, dtype=np.float64, faults: list | None = None) -> list[np.ndarray]:
     """Post every receive ``(src, shape)`` and send ``(dest, array)`` (empty ones skipped), wait for all;
-    returns the received arrays (of ``dtype``) in the order of ``recvs`` (empty arrays for empty shapes)."""
-    return post(comm, sends, recvs, tag, dtype).wait()
+    returns the received arrays (of ``dtype``) in the order of ``recvs`` (empty arrays for empty shapes).
+    With a list ``faults`` (on a communicator that returns errors) an MPI error of the wait — a receive
+    longer than its buffer — is appended to it and the remaining requests are completed (the received
+    arrays then hold garbage) instead of raised."""
+    pending = post(comm, sends, recvs, tag, dtype)
+    if faults is None:
+        return pending.wait()
+    try:
+        return pending.wait()
+    except MPI.Exception as err:
+        faults.append(err)
+        for req in pending.reqs:  # mpi4py nulls the completed ones; MPI completes a truncated receive
+            try:
+                req.Wait()
+            except MPI.Exception as more:
+                faults.append(more)
+        pending.reqs = []
+        return pending.out
 
 
 def reduce_column(comm, lay: Layout, A: np.ndarray, rows, c0: int, vt: int, z0: int, tag: int,

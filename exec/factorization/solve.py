@@ -27,9 +27,8 @@ otherwise leave the others waiting.
 from __future__ import annotations
 
 import numpy as np
-from mpi4py import MPI
 
-from meshplan.exec.factorization.common import Layout, post
+from meshplan.exec.factorization.common import Layout, exchange
 from meshplan.models.factorization.cost import cyclic_count
 from meshplan.models.factorization.problem import layer_slices
 
@@ -46,25 +45,6 @@ def _step(lay: Layout, t: int):
     return c0, vt, c0 + vt, px_t, py_t, z0, g.rank(px_t, py_t, z0)
 
 
-def exchange(comm, sends, recvs, tag: int, dtype, faults: list | None = None) -> list[np.ndarray]:
-    """:func:`~meshplan.exec.factorization.common.exchange`; with a list ``faults``, an MPI error of the wait
-    is appended to it and the remaining requests are completed (the received arrays then hold garbage)."""
-    pending = post(comm, sends, recvs, tag, dtype)
-    if faults is None:
-        return pending.wait()
-    try:
-        return pending.wait()
-    except MPI.Exception as err:
-        faults.append(err)
-        for req in pending.reqs:  # mpi4py nulls the completed ones; MPI completes a truncated receive
-            try:
-                req.Wait()
-            except MPI.Exception as more:
-                faults.append(more)
-        pending.reqs = []
-        return pending.out
-
-
 def _unit_lower(lu: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.linalg.solve(np.tril(lu, -1) + np.eye(lu.shape[0]), c)
 
@@ -73,7 +53,7 @@ def lu_solve(comm, lay: Layout, F: np.ndarray, pivots: list[np.ndarray], diag: d
              faults: list | None = None) -> np.ndarray:
     """``x`` (this rank's rows) with ``A x = b`` from COnfLUX's factors: ``F`` (this rank's entries),
     ``pivots`` (per step, global row indices), ``diag`` (``lu00`` of the steps this rank solves);
-    ``faults`` as in :func:`exchange`."""
+    ``faults`` as in :func:`~meshplan.exec.factorization.common.exchange`."""
     g, N, dt = lay.grid, lay.N, lay.dtype
     px, py, pz, me = lay.px, lay.py, lay.pz, lay.rank
     nrhs = B.shape[1]
@@ -173,7 +153,7 @@ def _needs_x(g, rank: int, t: int, px_t: int, py_t: int) -> bool:
 
 def cholesky_solve(comm, lay: Layout, F: np.ndarray, B: np.ndarray, faults: list | None = None) -> np.ndarray:
     """``x`` (this rank's rows) with ``A x = b`` from COnfCHOX's factor ``L`` (this rank's entries ``F``);
-    ``faults`` as in :func:`exchange`."""
+    ``faults`` as in :func:`~meshplan.exec.factorization.common.exchange`."""
     g, N, dt = lay.grid, lay.N, lay.dtype
     Px, Py, Pz, v = g.Px, g.Py, g.Pz, g.v
     px, py, pz, me = lay.px, lay.py, lay.pz, lay.rank
