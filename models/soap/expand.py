@@ -61,7 +61,7 @@ def _expanded(program: Program, array: str, loops: tuple[Loop, ...]) -> Program:
 def _producers(program: Program, values: tuple[tuple[str, int], ...]):
     """The program-order access stream at ``values`` and each access's writing instance (cached: every
     candidate renaming of one program is compared with the same original)."""
-    from meshplan.models.soap.replay import _producers as producers, build_trace, loop_order, stream
+    from meshplan.models.soap.replay import build_trace, loop_order, producers, stream
 
     tr = build_trace(program, dict(values), limit=200_000)
     el, wr, inst = stream(tr, loop_order(tr))

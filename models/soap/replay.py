@@ -277,7 +277,7 @@ def stream(trace: Trace, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     return el[keep], wr[keep], inst[keep]
 
 
-def _producers(el: np.ndarray, wr: np.ndarray, inst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def producers(el: np.ndarray, wr: np.ndarray, inst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per access: the instance of the last earlier write to its element (-1: the initial value), and
     per element its last writer (-1: never written)."""
     n = el.shape[0]
@@ -313,7 +313,7 @@ def legal(trace: Trace, order: np.ndarray) -> bool:
 def _by_access(trace: Trace, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Producers of every access, indexed by (instance, slot), and every element's last writer."""
     el, wr, inst = stream(trace, order)
-    prod, final = _producers(el, wr, inst)
+    prod, final = producers(el, wr, inst)
     slot = inst * trace.elems.shape[1] + _slots(trace, order)
     return prod[np.argsort(slot)], final
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from meshplan.models.core.errors import ModelError
 from meshplan.models.loops.program import Program
-from meshplan.models.soap.replay import _producers, build_trace, loop_order, stream
+from meshplan.models.soap.replay import build_trace, loop_order, producers, stream
 
 __all__ = ["Cdag", "cdag", "optimal_io", "MAX_STATES"]
 
@@ -52,7 +52,7 @@ def cdag(program: Program, values: dict[str, int]) -> Cdag:
     el, wr, inst = stream(trace, order)
     if el.size == 0:
         return Cdag(0, (), 0, 0)
-    producer, final = _producers(el, wr, inst)
+    producer, final = producers(el, wr, inst)
     inputs: dict[int, int] = {}
     n_inst = trace.instances
     preds = [0] * n_inst
