@@ -49,7 +49,9 @@ class FactorExecutor(Executor):
 
     def __init__(self, schedule: Any, comm: Any) -> None:
         schedule = getattr(schedule, "schedule", schedule)
-        super().__init__(comm)
+        pr = schedule.problem
+        super().__init__(comm, {"kind": pr.kind, "N": pr.N, "p": pr.p, "dtype": pr.dtype.short,
+                                "grid": schedule.grid})
         pr, g = schedule.problem, schedule.grid
         if self.size != pr.p:
             raise ModelError(f"the plan is for p = {pr.p} ranks but comm has {self.size}; plan for "

@@ -106,7 +106,9 @@ class MatmulExecutor(Executor):
 
     def __init__(self, comm: Any, schedule: Any, *, layout: str = "blocked", block: Any = None,
                  grid: Any = None) -> None:
-        super().__init__(comm)
+        super().__init__(comm, {"problem": schedule.problem, "grid": schedule.grid, "rounds": schedule.rounds,
+                                "double_buffered": schedule.double_buffered, "layout": layout, "block": block,
+                                "process_grid": grid})
         self.schedule = schedule
         self.problem = prob = schedule.problem
         self.layout = check_layout(layout)

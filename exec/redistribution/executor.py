@@ -255,7 +255,8 @@ class RedistributionExecutor(Executor):
     ``ex.source_shape``/``ex.target_shape`` and ``ex.source_offsets``/``ex.target_offsets`` say where they lie."""
 
     def __init__(self, decomposition: Any, src: Any, ops: Any, comm: Any) -> None:
-        super().__init__(comm)
+        super().__init__(comm, {"mesh": str(decomposition.prime), "src": str(src),
+                                "program": [str(op) for op in ops]})
         dec = decomposition
         n = dec.original.num_devices
         if n != self.size:

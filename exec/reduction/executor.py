@@ -160,7 +160,8 @@ class ReductionExecutor(Executor):
 
     def __init__(self, program: LoweredProgram, reduction_groups: Sequence[Sequence[int]], comm: Any, *,
                  check: bool = True) -> None:
-        super().__init__(comm)
+        super().__init__(comm, {"devices": program.num_devices, "groups": reduction_groups,
+                                "steps": [(s.collective, s.groups) for s in program.steps], "check": check})
         if program.num_devices != self.size:
             raise ModelError(f"the program runs on {program.num_devices} devices but comm has {self.size} ranks; "
                              "bind it to a communicator with one rank per device", param="comm")

@@ -15,19 +15,30 @@
 ``executor.counter`` (a :class:`~meshplan.exec.runtime.comms.ByteCounter`) holds the bytes this rank handed
 to MPI and received in the plan's own communication; moving data in and out (``distribute``/``collect``) is
 not counted.
+
+Binding checks that every rank of the communicator holds the same plan (:func:`agree_on_plan`), before the
+executor makes anything: ranks that each planned for themselves and got different plans would otherwise
+exchange messages of matching sizes and compute a wrong answer without an error.  The check is one
+``Allreduce`` of two 64-bit words at bind, none per call.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping
 from typing import Any, Callable, Sequence
 
 import numpy as np
 from mpi4py import MPI
 
 from meshplan.exec.runtime.comms import ByteCounter, CountingComm, SubComms
-from meshplan.models.core.errors import ModelError
+from meshplan.models.core.errors import ModelError, VerificationError
+from meshplan.models.core.values import jsonify
 
-__all__ = ["Executor", "as_comm", "check_root", "scatter_pieces", "gather_pieces"]
+__all__ = ["Executor", "agree_on_plan", "as_comm", "check_root", "scatter_pieces", "gather_pieces"]
+
+_ONES = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 
 
 def as_comm(comm: Any) -> tuple[Any, ByteCounter]:
@@ -41,11 +52,77 @@ def as_comm(comm: Any) -> tuple[Any, ByteCounter]:
     return comm, ByteCounter()
 
 
-class Executor:
-    """Base of the executors: communicator, counter, owned sub-communicators, ``close`` / ``with``."""
+def _canonical(v: Any) -> Any:
+    try:
+        return jsonify(v)
+    except TypeError:  # what has no JSON form is compared by its repr
+        return repr(v)
 
-    def __init__(self, comm: Any) -> None:
+
+def _ranks(ranks: Sequence[int]) -> str:
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    return ("rank " if len(ranks) == 1 else "ranks ") + text
+
+
+def _differences(every: Sequence[Any], name: str = "") -> str:
+    """Which field of the ranks' plans differs, and how: ``grid is [1, 2, 1] on rank 0 but [2, 1, 1] on
+    rank 1``; inside a long object or list, the item that differs: ``problem.p is …``, ``steps[0][0] is …``."""
+    short = all(len(json.dumps(v)) <= 40 for v in every)  # shown whole: ``grid is [1, 2, 1] …``
+    if not short and all(isinstance(v, Mapping) for v in every):
+        for key in dict.fromkeys(k for fields in every for k in fields):
+            values = [fields.get(key, "(absent)") for fields in every]
+            if any(v != values[0] for v in values):
+                return _differences(values, f"{name}.{key}" if name else key)
+    if not short and all(isinstance(v, list) and len(v) == len(every[0]) for v in every):
+        for i in range(len(every[0])):
+            if any(v[i] != every[0][i] for v in every):
+                return _differences([v[i] for v in every], f"{name}[{i}]")
+    seen: dict[str, list[int]] = {}
+    for r, v in enumerate(every):
+        text = json.dumps(v, sort_keys=True)
+        seen.setdefault(text if len(text) <= 80 else text[:77] + "...", []).append(r)
+    groups = sorted(seen.items(), key=lambda kv: kv[1][0])
+    shown = " but ".join(f"{v} on {_ranks(rs)}" for v, rs in groups[:4])
+    return f"{name or 'the plan'} is {shown}" + (f" (and {len(groups) - 4} more values)" if len(groups) > 4 else "")
+
+
+def agree_on_plan(comm: Any, plan: Mapping[str, Any], *, what: str) -> None:
+    """Check, collectively, that every rank of ``comm`` holds the same ``plan`` (the fields of what the
+    executor ``what`` will run, e.g. ``{"grid": …, "rounds": …}``): one ``Allreduce`` (max) of this rank's
+    64-bit digest of the fields' canonical JSON and of its complement, so every rank learns whether all
+    digests are equal.  If not, the ranks gather their fields (this path only) and every rank raises the same
+    :class:`VerificationError` naming the first field that differs and which ranks hold which value."""
+    if comm.Get_size() == 1:
+        return
+    fields = {str(k): _canonical(v) for k, v in plan.items()}
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=repr)
+    digest = np.frombuffer(hashlib.blake2b(text.encode(), digest_size=8).digest(), dtype=np.uint64)[0]
+    mine = np.array([digest, digest ^ _ONES], dtype=np.uint64)
+    most = np.empty_like(mine)
+    comm.Allreduce(mine, most, op=MPI.MAX)
+    if most[0] == mine[0] and most[1] == mine[1]:  # max(d) = d and min(d) = ~max(~d) = d: all ranks agree
+        return
+    every = comm.allgather(fields)
+    raise VerificationError(f"{what}: the ranks of comm hold different plans ({_differences(every)}); bind a plan "
+                            "made with the same arguments on every rank")
+
+
+class Executor:
+    """Base of the executors: communicator, counter, owned sub-communicators, ``close`` / ``with``.
+
+    ``plan`` holds the fields of what the executor runs (its grid, program, layout …); ``__init__`` first
+    checks that every rank of ``comm`` holds the same (:func:`agree_on_plan`), so a subclass calls it before
+    any other collective or any check a rank could fail alone."""
+
+    def __init__(self, comm: Any, plan: Mapping[str, Any]) -> None:
         self.comm, self.counter = as_comm(comm)
+        agree_on_plan(self.comm, plan, what=type(self).__name__)
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         #: the counting wrapper of :attr:`comm` the plan's own communication goes through

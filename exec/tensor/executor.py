@@ -29,7 +29,8 @@ class HaloExecutor(Executor):
     """The halo exchange of a :class:`~meshplan.models.tensor.problem.HaloProblem` on ``comm``."""
 
     def __init__(self, problem: Any, comm: Any, *, pad_value: float = 0.0) -> None:
-        super().__init__(comm)
+        super().__init__(comm, {"partition": problem.partition, "shape": problem.shape, "window": problem.window,
+                                "dtype": problem.dtype, "pad_value": pad_value})
         need = problem.partition.size
         if need > self.size:
             raise ModelError(f"the partition {problem.partition.shape} needs {need} ranks but comm has {self.size}",
