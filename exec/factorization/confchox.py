@@ -7,29 +7,41 @@ Step ``t`` (block column ``J``, grid column ``py_t = t mod Py``, layer ``z0 = t 
    its lower triangle (not at step 0: the layers ``z > 0`` still hold zeros);
 2. the owner of the diagonal block factors it (potrf) and sends ``L00`` (its lower triangle) to the
    other holders of ``J`` that still own trailing rows (a non-positive pivot is recorded with its step and column);
-3. the holders solve ``L10 = A10·L00⁻ᵀ``; each rank receives, once, the columns ``s_z`` of its layer
-   of the L10 rows it needs (:func:`panel_rows`): the rows of its own rows (the row panel) and of
-   its own columns (the column panel, ``L10ᵀ``) that the lower-half update reads;
-4. every layer updates the lower half of its partial sums, ``A11 -= L10[:, s_z]·L10[:, s_z]ᵀ``,
-   block column by block column from the diagonal down (BLAS gemm on views of the tile).
+3. the holders solve ``L10 = A10·L00⁻ᵀ`` (BLAS trsm in place on the panel); each rank receives, once, the
+   columns ``s_z`` of its layer of the L10 rows it needs (:func:`panel_rows`): the rows of its own rows (the
+   row panel) and of its own columns (the column panel, ``L10ᵀ``) that the lower-half update reads;
+4. every layer updates the lower half of its partial sums, ``A11 -= L10[:, s_z]·L10[:, s_z]ᵀ``, in place on
+   views of the tile (BLAS gemm, :func:`~meshplan.exec.factorization.kernels.gemm_update`).
+
+The local domain (section 4.7, Algorithm 2).  Every index a step needs — which rows go to which rank, where
+they land, the blocks of the update — depends only on ``N``, the grid and the rank, so it is computed once
+(:func:`steps`, cached) and a factorization runs no index arithmetic.  The row panel a rank reads is one
+message from one holder (its own rows ``i`` all have ``px(i) = px``), received where the update reads it;
+the holder sends contiguous slices of its panel where it can.  The lower half of the trailing tile is a
+staircase of block columns; it is updated as few wide rectangles as possible (:func:`staircase`: a
+rectangle under every block column of a half, then each half's own staircase), which runs BLAS at its
+wide-matrix rate instead of one narrow gemm per block column, with the same flops.
 
 Look-ahead (overlap, section 3.7.3): a rank of the grid column that holds the next block column updates
-that block column first and the rest of its tile after the next step's panel is posted.
+that block column first and the rest of its tile after the next step's panel is posted; the diagonal block
+is sent without waiting.
 
 Words match :func:`meshplan.models.factorization.cost.confchox_cost` exactly.
 """
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 import numpy as np
 
-from meshplan.exec.factorization.common import (Layout, chol_block, exchange, post, reduce_column,
-                                                solve_lower_transposed_right)
-from meshplan.exec.factorization.kernels import gemm_update
+from meshplan.exec.factorization.common import Layout, chol_block, exchange, post, reduce_column
+from meshplan.exec.factorization.kernels import gemm_update, trsm_inplace
 from meshplan.models.factorization.cost import cyclic_count
-from meshplan.models.factorization.problem import layer_slices
+from meshplan.models.factorization.problem import FactorGrid, layer_slices
 
-__all__ = ["confchox", "panel_rows"]
+__all__ = ["confchox", "panel_rows", "staircase", "steps"]
 
 T_COL, T_DIAG, T_W = 21, 22, 23
 
@@ -46,91 +58,203 @@ def panel_rows(N: int, g, x: int, y: int, c1: int) -> np.ndarray:
     return np.union1d(rows[rows >= cols[0]], cols[cols <= rows[-1]])
 
 
-def confchox(comm, lay: Layout, A: np.ndarray):
-    """Factor in place; returns ``(F, breakdown)`` — ``F`` the entries of ``L`` this rank finalized,
-    ``breakdown`` ``(t, k)`` at the first non-positive pivot (``None`` if the matrix is SPD)."""
-    g, N, dt = lay.grid, lay.N, lay.dtype
+def staircase(blocks: list[tuple[int, int, int]], R: int) -> list[tuple[int, int, int, int]]:
+    """The rectangles ``(r0, r1, c0, c1)`` that cover, once each, the rows ``[r, R)`` of every block column
+    ``(c0, c1, r)`` in ``blocks`` (``r`` non-decreasing): the rows under the right half's first row across
+    the whole left half, then each half's own staircase (a recursive lower-half update, as a blocked
+    ``syrk``/``gemmt`` does it)."""
+    if not blocks:
+        return []
+    if len(blocks) == 1:
+        c0, c1, r = blocks[0]
+        return [(r, R, c0, c1)] if r < R else []
+    mid = len(blocks) // 2
+    left, right = blocks[:mid], blocks[mid:]
+    rm = min(right[0][2], R)
+    out = staircase(left, rm)
+    if rm < R:
+        out.append((rm, R, left[0][0], left[-1][1]))
+    return out + staircase(right, R)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one rank does in step ``t`` (local positions; see :func:`steps`)."""
+
+    c0: int
+    vt: int
+    lo: int                 # this layer's columns s_z = [lo, hi) of the block column
+    hi: int
+    in_column: bool         # this rank's grid column holds the block column (it takes part in the reduction)
+    holder: bool            # ... and this rank is on layer z0: it factors or solves the panel
+    diag: bool              # ... and holds the diagonal block
+    jl: int                 # local column of the block column (in_column only)
+    ra: slice               # local rows ≥ c0
+    nd: int                 # rows of the diagonal block held here (holders)
+    diag_dests: tuple[int, ...]   # ranks the diagonal owner sends L00 to
+    diag_src: int           # the diagonal owner (holders below it), else -1
+    sends: tuple            # (rank, start, stop, index or None, z-columns) of the panel to send (holders)
+    row_src: int            # the rank that sends this rank's row panel (-1: none; self when a holder)
+    row_start: int          # holders: the row panel is the panel's rows from here
+    n_rows: int             # rows of the row panel
+    col_recvs: tuple        # (rank, count) of the column panel parts from the other holders
+    col_own: tuple          # (positions in W_cols, rows of the row panel) of the column panel held here
+    col_other: tuple        # (positions in W_cols, rows of the received parts)
+    n_cols: int             # columns updated (the column panel's rows)
+    rr0: int                # local row of the row panel's first row
+    rc0: int                # local column of the first trailing column
+    now: tuple              # rectangles (r0, r1, c0, c1), rows relative to the row panel, columns to rc0
+    later: tuple            # the rest (look-ahead: after the next panel is posted)
+
+
+@functools.lru_cache(maxsize=16)
+def steps(N: int, g: FactorGrid, rank: int) -> tuple[Step, ...]:
+    """Every step of :func:`confchox` on ``rank``: the index work of the whole factorization, done once."""
+    lay = Layout(N, g, rank)
     Px, Py, Pz, v = g.Px, g.Py, g.Pz, g.v
     px, py, pz = lay.px, lay.py, lay.pz
-    F = np.zeros_like(A)
-    breakdown = None
-    deferred = []  # (view, W rows, W columns) of the last step's update left for after this step's panel
+    out = []
     for t in range(-(-N // v)):
         c0 = t * v
         vt = min(v, N - c0)
         c1 = c0 + vt
         py_t, z0, px_t = t % Py, t % Pz, t % Px
-        holder = py == py_t and pz == z0
-        ra = lay.rows_from(c0)
-        rr = lay.rows_from(c1)
-        rc = lay.cols_from(c1)
+        in_column = py == py_t
+        holder = in_column and pz == z0
+        ra, rr, rc = lay.rows_from(c0), lay.rows_from(c1), lay.cols_from(c1)
         sl = layer_slices(vt, Pz)
         lo, hi = sl[pz]
-        need = panel_rows(N, g, px, py, c1)
-        buf = np.empty((len(need), hi - lo), dtype=dt)
-        if py == py_t:
-            jl = lay.cols_from(c0).start
-            blk = reduce_column(comm, lay, A, ra, c0, vt, z0, T_COL, tri=rr.start - ra.start)
+        nd = rr.start - ra.start
+        diag = holder and px == px_t
+        diag_dests = tuple(g.rank(x, py, pz) for x in range(Px) if diag and x != px and cyclic_count(c1, N, v, Px, x))
+        diag_src = g.rank(px_t, py, pz) if holder and not diag and rr.stop > rr.start else -1
+        myrows = lay.rows[rr]
+        sends = []
         if holder:
-            nd = (rr.start - ra.start)  # rows of J held here (vt on px_t, else 0)
-            if px == px_t:
-                L00, bad = chol_block(blk[:nd])
-                if bad is not None and breakdown is None:
-                    breakdown = (t, int(bad))
-                low = L00[np.tril_indices(vt)]  # the lower triangle only
-                exchange(comm, [(g.rank(x, py, pz), low) for x in range(Px)
-                                if x != px and cyclic_count(c1, N, v, Px, x)], [], T_DIAG, dt)
-                F[ra.start:rr.start, jl:jl + vt] = L00
-            elif rr.stop > rr.start:
-                L00 = np.zeros((vt, vt))
-                L00[np.tril_indices(vt)] = exchange(comm, [], [(g.rank(px_t, py, pz), (vt * (vt + 1) // 2,))],
-                                                    T_DIAG, dt)[0]
-            L10 = solve_lower_transposed_right(blk[nd:], L00) if rr.stop > rr.start else np.empty((0, vt))
-            F[rr, jl:jl + vt] = L10
-            myrows = lay.rows[rr]
-            sends = []
             for x in range(Px):
                 for y in range(Py):
                     theirs = panel_rows(N, g, x, y, c1)
                     mine = theirs[lay.px_of(theirs) == px]
-                    part = L10[np.searchsorted(myrows, mine)]
+                    at = np.searchsorted(myrows, mine)
+                    if not len(at):
+                        continue
+                    contiguous = at[-1] - at[0] + 1 == len(at)
                     for z in range(Pz):
-                        if (x, y, z) != (px, py, pz):
-                            sends.append((g.rank(x, y, z), part[:, sl[z][0]:sl[z][1]]))
-            own = lay.px_of(need) == px
-            buf[own] = L10[np.searchsorted(myrows, need[own])][:, lo:hi]
-        # the needed rows held elsewhere come from their holders [px(i), py_t, z0] (one exchange:
-        # the holders send and receive at once)
-        src = lay.px_of(need)
-        recvs = [(x, np.flatnonzero(src == x)) for x in range(Px) if not (holder and x == px)]
-        pending = post(comm, sends if holder else [],
-                       [(g.rank(x, py_t, z0), (len(k), hi - lo)) for x, k in recvs], T_W, dt)
-        for view, Wr, Wc in deferred:  # the rest of the last step's update, while this panel travels
-            gemm_update(view, Wr, Wc)
-        deferred = []
-        got = pending.wait()
-        for (x, k), part in zip(recvs, got):
-            buf[k] = part
-        # lower-half update, one local block column at a time; a rank of the next block column's grid
-        # column updates that block column now and the rest once the next panel is on its way
-        mycols = lay.cols[rc]
-        grow = lay.rows[rr]
-        upto = int(np.searchsorted(mycols, grow[-1], side="right")) if len(grow) else 0  # columns ≤ a row
-        if hi > lo and upto:
-            first = int(np.searchsorted(grow, mycols[0]))  # rows from here meet a column; gathered once
-            W_rows = buf[np.searchsorted(need, grow[first:])]
-            W_cols = buf[np.searchsorted(need, mycols[:upto])].T.copy()
-            ahead = (t + 1) % Py == py
+                        if (x, y, z) != (px, py, pz) and sl[z][1] > sl[z][0]:
+                            sends.append((g.rank(x, y, z), int(at[0]), int(at[-1]) + 1,
+                                          None if contiguous else at, sl[z]))
+        # what this rank reads: the row panel (its rows from its first trailing column on, all from the holder
+        # of its own px) and the column panel (its columns up to its last row, from the holders of their px)
+        grow, mycols = lay.rows[rr], lay.cols[rc]
+        upto = int(np.searchsorted(mycols, grow[-1], side="right")) if len(grow) else 0
+        first = int(np.searchsorted(grow, mycols[0])) if len(mycols) else len(grow)
+        use = hi > lo and upto > 0
+        n_rows = len(grow) - first if use else 0
+        row_src = g.rank(px, py_t, z0) if use and n_rows else -1
+        cols = mycols[:upto] if use else mycols[:0]
+        src = lay.px_of(cols)
+        own = np.flatnonzero(src == px)
+        col_own = (own, np.searchsorted(grow[first:], cols[own]))
+        col_recvs, pos, idx, off = [], [], [], 0
+        for x in range(Px):
+            k = np.flatnonzero(src == x)
+            if x == px or not len(k):
+                continue
+            col_recvs.append((g.rank(x, py_t, z0), len(k)))
+            pos.append(k)
+            idx.append(off + np.arange(len(k)))
+            off += len(k)
+        col_other = (np.concatenate(pos) if pos else np.zeros(0, np.int64),
+                     np.concatenate(idx) if idx else np.zeros(0, np.int64))
+        now, later = [], []
+        if use:
+            # block column b of the local trailing columns is updated from its first row r (≥ its first column)
+            blocks = []
             for b0 in range(0, upto, v):
                 b1 = min(b0 + v, upto)
-                r0 = int(np.searchsorted(grow, mycols[b0]))
-                if r0 < len(grow):  # in place, one BLAS gemm on the view (no temporary)
-                    job = (A[rr.start + r0:rr.stop, rc.start + b0:rc.start + b1], W_rows[r0 - first:],
-                           W_cols[:, b0:b1])
-                    if ahead and b0 > 0:
-                        deferred.append(job)
-                    else:
-                        gemm_update(*job)
-    for job in deferred:
-        gemm_update(*job)
+                r = int(np.searchsorted(grow, mycols[b0])) - first
+                blocks.append((b0, b1, r))
+            R = len(grow) - first
+            if (t + 1) % Py == py:  # look-ahead: the next block column now, the rest after the next panel
+                now, later = staircase(blocks[:1], R), staircase(blocks[1:], R)
+            else:
+                now = staircase(blocks, R)
+        out.append(Step(c0, vt, lo, hi, in_column, holder, diag, lay.cols_from(c0).start if in_column else 0,
+                        ra, nd, diag_dests, diag_src, tuple(sends), row_src, first, n_rows, tuple(col_recvs),
+                        col_own, col_other, upto, rr.start + first, rc.start, tuple(now), tuple(later)))
+    return tuple(out)
+
+
+def _update(A: np.ndarray, st: Step, W_rows: np.ndarray, W_colsT: np.ndarray, rects) -> None:
+    for r0, r1, b0, b1 in rects:
+        gemm_update(A[st.rr0 + r0:st.rr0 + r1, st.rc0 + b0:st.rc0 + b1], W_rows[r0:r1], W_colsT[:, b0:b1])
+
+
+def confchox(comm, lay: Layout, A: np.ndarray):
+    """Factor in place; returns ``(F, breakdown)`` — ``F`` the entries of ``L`` this rank finalized,
+    ``breakdown`` ``(t, k)`` at the first non-positive pivot (``None`` if the matrix is SPD)."""
+    g, N, dt = lay.grid, lay.N, lay.dtype
+    F = np.zeros(A.shape, dtype=A.dtype)  # calloc: the pages F never holds a factor in cost nothing
+    breakdown = None
+    deferred = None  # (step, W_rows, W_colsT) of the last step's update left for after this step's panel
+    diag_sent = None
+    for t, st in enumerate(steps(N, g, lay.rank)):
+        vt, lo, hi = st.vt, st.lo, st.hi
+        w = hi - lo
+        panel = None
+        sends = []
+        if st.in_column:
+            blk = reduce_column(comm, lay, A, st.ra, st.c0, vt, t % g.Pz, T_COL, tri=st.nd)
+        if st.holder:
+            nd = st.nd
+            L00 = None
+            if st.diag:
+                L00, bad = chol_block(blk[:nd])
+                if bad is not None and breakdown is None:
+                    breakdown = (t, int(bad))
+                L00 = np.asarray(L00, dtype=dt)
+                if st.diag_dests:
+                    low = L00[np.tril_indices(vt)]  # the lower triangle only
+                    diag_sent = post(comm, [(d, low) for d in st.diag_dests], [], T_DIAG, dt)
+                F[st.ra.start:st.ra.start + nd, st.jl:st.jl + vt] = L00
+            elif st.diag_src >= 0:
+                L00 = np.zeros((vt, vt), dtype=dt)
+                L00[np.tril_indices(vt)] = exchange(comm, [], [(st.diag_src, (vt * (vt + 1) // 2,))], T_DIAG, dt)[0]
+            panel = blk[nd:]  # contiguous rows of the reduced copy: L10 = A10·L00⁻ᵀ in place
+            if len(panel):
+                trsm_inplace(panel, L00, left=False, lower=True, trans=True)
+                F[st.ra.start + nd:st.ra.stop, st.jl:st.jl + vt] = panel
+            for dest, a, b, at, (zl, zh) in st.sends:
+                part = panel[a:b] if at is None else panel[at]
+                sends.append((dest, part if (zl, zh) == (0, vt) else part[:, zl:zh]))
+        # the row panel (one message from the holder of this rank's px, or the holder's own panel) and the
+        # column panel's parts held elsewhere, received where the update reads them
+        recvs = [(r, (n, w)) for r, n in st.col_recvs]
+        if st.row_src >= 0 and not st.holder:
+            recvs.insert(0, (st.row_src, (st.n_rows, w)))
+        pending = post(comm, sends, recvs, T_W, dt)
+        if deferred is not None:  # the rest of the last step's update, while this panel travels
+            _update(A, *deferred)
+            deferred = None
+        got = pending.wait()
+        if diag_sent is not None:
+            diag_sent.wait()
+            diag_sent = None
+        if not st.now and not st.later:
+            continue
+        if st.holder:
+            W_rows = panel[st.row_start:, lo:hi]
+        else:
+            W_rows, got = got[0], got[1:]
+        W_cols = np.empty((st.n_cols, w), dtype=dt)
+        pos, at = st.col_own
+        W_cols[pos] = W_rows[at]
+        if len(got):
+            pos, at = st.col_other
+            W_cols[pos] = (got[0] if len(got) == 1 else np.concatenate(got))[at]
+        _update(A, st, W_rows, W_cols.T, st.now)
+        if st.later:
+            deferred = (st, W_rows, W_cols.T, st.later)
+    if deferred is not None:
+        _update(A, *deferred)
     return F, breakdown

@@ -17,16 +17,16 @@ import functools
 
 import numpy as np
 
-__all__ = ["gemm_update"]
+__all__ = ["gemm_update", "trsm_inplace"]
 
 _INT = ctypes.c_int
 _PTR = ctypes.c_void_p
 
 
 @functools.lru_cache(maxsize=None)
-def _gemm(dtype: str):
-    """The ``dgemm`` / ``sgemm`` of ``scipy.linalg.cython_blas`` as a ctypes function (Fortran ABI: every
-    argument by reference)."""
+def _blas(name: str, nargs: int):
+    """The routine ``name`` of ``scipy.linalg.cython_blas`` as a ctypes function (Fortran ABI: every argument
+    by reference)."""
     from scipy.linalg import cython_blas
 
     api = ctypes.pythonapi
@@ -34,9 +34,13 @@ def _gemm(dtype: str):
     api.PyCapsule_GetName.argtypes = [ctypes.py_object]
     api.PyCapsule_GetPointer.restype = ctypes.c_void_p
     api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    cap = cython_blas.__pyx_capi__[{"float64": "dgemm", "float32": "sgemm"}[dtype]]
+    cap = cython_blas.__pyx_capi__[name]
     ptr = api.PyCapsule_GetPointer(cap, api.PyCapsule_GetName(cap))
-    return ctypes.CFUNCTYPE(None, *[_PTR] * 13)(ptr)
+    return ctypes.CFUNCTYPE(None, *[_PTR] * nargs)(ptr)
+
+
+def _gemm(dtype: str):
+    return _blas({"float64": "dgemm", "float32": "sgemm"}[dtype], 13)
 
 
 def _operand(X: np.ndarray) -> tuple[bytes, int, np.ndarray]:
@@ -84,3 +88,41 @@ def gemm_update(C: np.ndarray, A: np.ndarray, B: np.ndarray, alpha: float = -1.0
                         ctypes.byref(_INT(k)), ctypes.byref(al), A.ctypes.data, ctypes.byref(_INT(lda)),
                         B.ctypes.data, ctypes.byref(_INT(ldb)), ctypes.byref(be), C.ctypes.data,
                         ctypes.byref(_INT(ldc)))
+
+
+def _column_major(X: np.ndarray) -> bool:
+    m, n = X.shape
+    item = X.itemsize
+    return (m <= 1 or X.strides[0] == item) and (n <= 1 or X.strides[1] >= item * max(1, m))
+
+
+def trsm_inplace(B: np.ndarray, T: np.ndarray, *, left: bool, lower: bool, trans: bool, unit: bool = False) -> None:
+    """``B ← op(T)⁻¹·B`` (``left``) or ``B ← B·op(T)⁻¹`` in place (BLAS ``trsm``), ``op(T) = Tᵀ`` if ``trans``;
+    ``T`` triangular (its ``lower`` or upper triangle is read; ``unit``: ones on the diagonal), any 2-D array
+    of ``B``'s dtype; ``B`` a view with one unit stride (a row-major one is solved as ``Bᵀ``).  The panel
+    solve of the factorizations (``L10 = A10·L00⁻ᵀ``) on the panel itself, without the copies that
+    ``scipy.linalg.blas.dtrsm`` makes of an output that is not a Fortran-ordered array."""
+    m, n = B.shape
+    if m == 0 or n == 0:
+        return
+    if not _column_major(B):
+        if not _column_major(B.T):
+            raise ValueError("trsm_inplace: B must be a view with one unit stride")
+        # X·op(T) = B  ⇔  op(T)ᵀ·Xᵀ = Bᵀ (and the other way round)
+        return trsm_inplace(B.T, T, left=not left, lower=lower, trans=not trans, unit=unit)
+    if B.dtype.name not in ("float64", "float32") or T.dtype != B.dtype:
+        raise TypeError(f"trsm_inplace: dtypes {T.dtype} and {B.dtype}")
+    k = m if left else n
+    if T.shape != (k, k):
+        raise ValueError(f"trsm_inplace: T has shape {T.shape}, {(k, k)} needed")
+    tt, ldt, T = _operand(T)
+    if tt == b"T":  # the buffer holds Tᵀ column-major: its other triangle, the other op
+        lower, trans = not lower, not trans
+    ldb = max(1, B.strides[1] // B.itemsize if n > 1 else m)
+    scalar = ctypes.c_double if B.dtype.name == "float64" else ctypes.c_float
+    one = scalar(1.0)
+    fn = _blas({"float64": "dtrsm", "float32": "strsm"}[B.dtype.name], 11)
+    fn(ctypes.c_char_p(b"L" if left else b"R"), ctypes.c_char_p(b"L" if lower else b"U"),
+       ctypes.c_char_p(b"T" if trans else b"N"), ctypes.c_char_p(b"U" if unit else b"N"), ctypes.byref(_INT(m)),
+       ctypes.byref(_INT(n)), ctypes.byref(one), T.ctypes.data, ctypes.byref(_INT(ldt)), B.ctypes.data,
+       ctypes.byref(_INT(ldb)))

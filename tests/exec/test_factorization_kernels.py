@@ -81,6 +81,44 @@ def test_gemm_update_in_place_on_views(order, dtype):
         gemm_update(T, np.zeros((4, 2)), np.zeros((2, 4), dtype=np.float32))
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_trsm_inplace_on_views(order, dtype):
+    """B ← op(T)⁻¹·B / B·op(T)⁻¹ in place on a block of a larger tile of either order (the tile's other
+    entries untouched), for every side, triangle, transposition and diagonal, T of either order, against
+    scipy's solve_triangular; empty blocks do nothing."""
+    from scipy.linalg import solve_triangular
+
+    from meshplan.exec.factorization.kernels import trsm_inplace
+
+    rng = np.random.default_rng(5)
+    tol = 1e-10 if dtype == np.float64 else 1e-3
+    for left in (True, False):
+        for lower in (True, False):
+            for trans in (True, False):
+                for unit in (True, False):
+                    k = 6
+                    T = rng.standard_normal((k, k)) + 4 * np.eye(k)
+                    tile = np.array(rng.standard_normal((20, 30)), dtype=dtype, order=order)
+                    want = tile.astype(np.float64)
+                    view = tile[3:3 + k, 5:] if left else tile[3:, 5:5 + k]
+                    Tk = np.asarray(T, dtype=dtype, order="F" if unit else "C")
+                    trsm_inplace(view, Tk, left=left, lower=lower, trans=trans, unit=unit)
+                    Tm = np.tril(T, -1 if unit else 0) if lower else np.triu(T, 1 if unit else 0)
+                    if unit:
+                        Tm = Tm + np.eye(k)
+                    op = Tm.T if trans else Tm
+                    if left:
+                        want[3:3 + k, 5:] = solve_triangular(op, want[3:3 + k, 5:], lower=(lower != trans))
+                    else:
+                        want[3:, 5:5 + k] = solve_triangular(op.T, want[3:, 5:5 + k].T, lower=(lower == trans)).T
+                    assert np.allclose(tile, want, atol=tol, rtol=tol), (order, dtype, left, lower, trans, unit)
+    trsm_inplace(np.zeros((0, 3), dtype), np.eye(3, dtype=dtype), left=False, lower=True, trans=True)
+    with pytest.raises(TypeError):
+        trsm_inplace(np.zeros((3, 3), dtype), np.eye(3, dtype=np.float64 if dtype == np.float32 else np.float32),
+                     left=True, lower=True, trans=False)
+
+
 def test_gepp_with_trailing_columns_is_one_lu_step():
     """GEPP on the first k columns of a wider block applies the swaps, U12 = L11⁻¹·A12 and the Schur
     complement to the rest, exactly as unblocked elimination does."""
