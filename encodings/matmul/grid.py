@@ -11,7 +11,10 @@ are gathered)
 
 minimize W, ties broken by fewer rounds t: lexicographically, in two solves — :func:`encode_grid` minimizes W,
 ``encode_grid(…, words=W*)`` then fixes W = W* and minimizes t (one weighted objective would overflow
-CP-SAT's 64-bit integers for large sizes).  The formulas are
+CP-SAT's 64-bit integers for large sizes).  CP-SAT returns any of the grids of least (W, t), so a third
+solve, ``encode_grid(…, words=W*, rounds=t*)``, fixes both and picks one grid by a fixed order: the most
+ranks used, then the smallest pk, pm (pn follows) — one weighted objective
+``(p − used)·B² + pk·B + pm`` (B > every pk and pm), or one solve per term where that would pass 2⁶².  The formulas are
 :func:`~meshplan.models.matmul.costs.cosma_max_words` and :func:`~meshplan.models.matmul.costs.cosma_memory`;
 the solver's answer is re-checked with them (and by enumeration) in :mod:`meshplan.solvers.matmul.plan`.
 """
@@ -37,9 +40,12 @@ def _prod(model, a, b, hi: int, name: str):
     return v
 
 
-def encode_grid(prob: MatmulProblem, idle_tolerance: float, words: int | None = None) -> Encoded:
+def encode_grid(prob: MatmulProblem, idle_tolerance: float, words: int | None = None, rounds: int | None = None,
+                tie: tuple[int, ...] = ()) -> Encoded:
     """CP-SAT model of the grid choice: minimize W, or with ``words`` given, fix W to it and minimize the
-    rounds; ``decode`` gives ``(Grid, rounds)``."""
+    rounds; with ``rounds`` given too, fix both and minimize the tie-break (module docstring).  ``tie``
+    fixes the tie-break's leading terms (``(used,)``, ``(used, pk)``) when it takes one solve per term.
+    ``decode`` gives ``(Grid, rounds)``."""
     from ortools.sat.python import cp_model
 
     m, n, k, p = prob.m, prob.n, prob.k, prob.p
@@ -47,21 +53,25 @@ def encode_grid(prob: MatmulProblem, idle_tolerance: float, words: int | None = 
     pm = md.NewIntVar(1, min(p, m), var_name("p", "m"))
     pn = md.NewIntVar(1, min(p, n), var_name("p", "n"))
     pk = md.NewIntVar(1, min(p, k), var_name("p", "k"))
-    _add_ranks(md, pm, pn, pk, p, idle_tolerance)
+    used = _add_ranks(md, pm, pn, pk, p, idle_tolerance)
     cm = _ceil_div(md, m, pm, m, "cm")
     cn = _ceil_div(md, n, pn, n, "cn")
     ck = _ceil_div(md, k, pk, k, "ck")
-    fixed = words
+    fixed, fixed_rounds = words, rounds
     words = _add_words(md, m, n, k, pm, pn, pk, cm, cn, ck)
     rounds = md.NewIntVar(1, k, var_name("rounds"))
     md.Add(rounds <= ck)
     _add_memory(md, prob.memory, m, n, k, pm, pn, pk, cm, cn, ck, rounds)
     if fixed is None:
         md.Minimize(words)
-    else:
+    elif fixed_rounds is None:
         md.Add(words == fixed)
         md.Minimize(rounds)
-    variables = {"pm": pm, "pn": pn, "pk": pk, "rounds": rounds, "words": words}
+    else:
+        md.Add(words == fixed)
+        md.Add(rounds == fixed_rounds)
+        _add_tie_break(md, used, pm, pk, p, min(p, max(m, k)) + 1, tie)
+    variables = {"pm": pm, "pn": pn, "pk": pk, "rounds": rounds, "words": words, "used": used}
 
     def decode(values) -> tuple[Grid, int]:
         return Grid(int(values["pm"]), int(values["pn"]), int(values["pk"])), int(values["rounds"])
@@ -69,11 +79,31 @@ def encode_grid(prob: MatmulProblem, idle_tolerance: float, words: int | None = 
     return Encoded("cpsat", md, variables, decode, objective=True)
 
 
-def _add_ranks(md, pm, pn, pk, p: int, tol: float) -> None:
+def _add_ranks(md, pm, pn, pk, p: int, tol: float):
     used_mn = _prod(md, pm, pn, p * p, "used_mn")
     used = _prod(md, used_mn, pk, p * p * p, "used")
     md.Add(used <= p)
     md.Add(used >= p - int(tol * p))
+    return used
+
+
+def tie_break_fits(p: int, bound: int) -> bool:
+    """Whether the tie-break ``(p − used)·B² + pk·B + pm`` (B = ``bound``) stays below 2⁶²: one solve."""
+    return (p + 1) * bound * bound < 2**62
+
+
+def _add_tie_break(md, used, pm, pk, p: int, bound: int, tie: tuple[int, ...]) -> None:
+    """Minimize ``(p − used, pk, pm)`` lexicographically: weighted in one objective when it fits in 64 bits,
+    else the next term after the fixed ``tie`` terms (the solver calls once per term)."""
+    idle = md.NewIntVar(0, p, "idle")  # its own small domain: CP-SAT refuses an objective that may overflow
+    md.Add(idle == p - used)
+    if tie_break_fits(p, bound):
+        md.Minimize(idle * bound * bound + pk * bound + pm)
+        return
+    terms = (idle, pk, pm)
+    for fixed, term in zip(tie, (used, pk)):
+        md.Add(term == fixed)
+    md.Minimize(terms[len(tie)])
 
 
 def _add_words(md, m, n, k, pm, pn, pk, cm, cn, ck):

@@ -93,7 +93,9 @@ def _infeasible(prob: MatmulProblem, idle_tolerance: float) -> Infeasible:
 def choose_grid(prob: MatmulProblem, idle_tolerance: float = 0.03, *, method: str = "cpsat",
                 time_limit_s: float = 10.0) -> tuple[Grid, int, int]:
     """``(grid, max words per rank, rounds)``: CP-SAT's answer re-checked by :func:`grid_cost` and (for
-    p ≤ 4096) by :func:`exhaustive_grid`; or the enumeration's with ``method="exhaustive"``;
+    p ≤ 4096) by :func:`exhaustive_grid`, whose grid it returns; beyond, the grid of that cost that
+    :func:`tie_break_grid` picks in the same order (so the answer is the same in every call); or the
+    enumeration's with ``method="exhaustive"``;
     ``method="auto"`` asks CP-SAT and falls back to the enumeration when CP-SAT hits its time limit
     (large sizes make its division and product constraints slow)."""
     _check_tolerance(idle_tolerance)
@@ -125,20 +127,52 @@ def choose_grid(prob: MatmulProblem, idle_tolerance: float = 0.03, *, method: st
                                 f"use method='exhaustive' or a longer time limit")
         sols.append(sol)
     grid, rounds = enc.decode(sol.values)
-    cost = grid_cost(prob, grid)
-    if cost is None or cost != (int(sol.values["words"]), rounds) or grid.used > prob.p \
-            or grid.used < prob.p - int(idle_tolerance * prob.p):
-        raise VerificationError(f"CP-SAT's grid {grid} with {rounds} rounds fails the re-check "
-                                f"(solver-free cost {cost})")
+    cost = _recheck(prob, idle_tolerance, grid, (int(sol.values["words"]), rounds))
+    # CP-SAT returns any optimal grid (its parallel workers race), so every rank of an MPI program that plans
+    # for itself could get a different one of equal cost: take the one the enumeration's fixed order picks
+    # (the most ranks used, then the smallest pk, pm), so the plan is the same on every rank and in every run
     if prob.p <= RECHECK_MAX_P:
         ref = exhaustive_grid(prob, idle_tolerance)
         if ref is None or (ref[1], ref[2]) != cost:
             raise VerificationError(f"CP-SAT's grid {grid} {cost} differs from enumeration's {ref}")
-        # CP-SAT returns any optimal grid (its parallel workers race), so every rank of an MPI program that
-        # plans for itself could get a different one of equal cost: take the enumeration's, whose ties
-        # are broken by a fixed order, so that the plan is the same on every rank and in every run
         grid = ref[0]
+    else:  # the enumeration is too slow (26 s at p = 2**20): CP-SAT picks it among the grids of this cost
+        grid = _recheck_grid(prob, idle_tolerance, tie_break_grid(prob, idle_tolerance, cost, time_limit_s), cost)
     return grid, cost[0], cost[1]
+
+
+def _recheck(prob: MatmulProblem, idle_tolerance: float, grid: Grid, claimed: tuple[int, int]) -> tuple[int, int]:
+    cost = grid_cost(prob, grid)
+    if cost is None or cost != claimed or grid.used > prob.p or grid.used < prob.p - int(idle_tolerance * prob.p):
+        raise VerificationError(f"CP-SAT's grid {grid} with {claimed[1]} rounds fails the re-check "
+                                f"(solver-free cost {cost})")
+    return cost
+
+
+def _recheck_grid(prob: MatmulProblem, idle_tolerance: float, grid: Grid, cost: tuple[int, int]) -> Grid:
+    _recheck(prob, idle_tolerance, grid, cost)
+    return grid
+
+
+def tie_break_grid(prob: MatmulProblem, idle_tolerance: float, cost: tuple[int, int],
+                   time_limit_s: float = 10.0) -> Grid:
+    """Among the grids of ``cost`` = (least words, fewest rounds), the first in :func:`exhaustive_grid`'s
+    order — the most ranks used, then the smallest pk, then pm — found by CP-SAT (one solve with a weighted
+    objective, or one per term for very large p; :func:`~meshplan.encodings.matmul.grid.encode_grid`)."""
+    from meshplan.encodings.matmul.grid import encode_grid, tie_break_fits
+    from meshplan.solvers.backends.base import Status, get_backend
+
+    backend = get_backend("cpsat")
+    solves = 1 if tie_break_fits(prob.p, min(prob.p, max(prob.m, prob.k)) + 1) else 3
+    tie: tuple[int, ...] = ()
+    for i in range(solves):
+        enc = encode_grid(prob, idle_tolerance, cost[0], cost[1], tie)
+        sol = backend.solve(enc, time_limit_s=time_limit_s)
+        if sol.status != Status.OPTIMAL:
+            raise SolverTimeout(f"CP-SAT did not break the tie among grids of {cost[0]} words and {cost[1]} rounds "
+                                f"within {time_limit_s} s ({sol.status.value}); use method='exhaustive'")
+        tie += (int(sol.values["used" if i == 0 else "pk"]),)
+    return enc.decode(sol.values)[0]
 
 
 @value
