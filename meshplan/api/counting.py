@@ -56,6 +56,7 @@ class CountPlan(Value):
     cases: Mapping
     values: Mapping | None = optional_field()
     verification: CountRun | None = optional_field()
+    grid: Mapping | None = optional_field()
     result: Any = library_field()
 
     @property
@@ -92,7 +93,8 @@ def _plan_of(result) -> CountPlan:
     return CountPlan(doc["function"], tuple(doc["parameters"]), doc["rank"], freeze(doc["iterations"]),
                      freeze(doc["lines"]), doc["work"], doc["depth"], doc["efficiency"],
                      doc["available_parallelism"], doc["exact"], freeze(doc["bounds"]), tuple(doc["unknowns"]),
-                     tuple(doc["notes"]), freeze(doc["methods"]), freeze(doc["cases"]), result=result)
+                     tuple(doc["notes"]), freeze(doc["methods"]), freeze(doc["cases"]),
+                     grid=freeze(doc["grid"]) if "grid" in doc else None, result=result)
 
 
 def count_iterations(program: Any, *, function: str | None = None, procs: str = "p", rank: str | None = None,

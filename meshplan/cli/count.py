@@ -66,7 +66,9 @@ def _print(rep: dict) -> None:
 
     con = console()
     vals = rep.get("values", {})
-    title = f"{rep['function']}({', '.join(rep['parameters'])})" + (f", rank variable {rep['rank']}" if rep["rank"] else "")
+    title = f"{rep['function']}({', '.join(rep['parameters'])})" + (
+        f", process grid {', '.join(f'0 <= {r} < {q}' for r, q in rep['grid'].items())}" if rep.get("grid") else
+        f", rank variable {rep['rank']}" if rep["rank"] else "")
     t = Table(title=title + ("" if rep["exact"] else "  [bounds: not exact]"))
     t.add_column("statement")
     t.add_column("line", justify="right")

@@ -4,11 +4,12 @@ and count how often each statement executes (the test oracle and ``meshplan coun
 Arithmetic is exact (``fractions.Fraction``: ``/`` is rational division, ``//`` floors), so the counts
 are those of the loop program of section 2.2, not of floating point.  An Opaque loop ``u_k`` runs its
 body ``values["u_k"]`` times.  For explicitly parallel code (a rank variable), :func:`execute_ranks`
-runs every rank ``0 … p-1`` and reports the most loaded process (section 2.1, Example II).
+runs every rank ``0 … p-1`` (every point of a process grid) and reports the most loaded process (section 2.1, Example II).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from fractions import Fraction
@@ -155,16 +156,19 @@ def execute(flow: Flow, values: dict, *, max_steps: int = 5_000_000) -> dict[str
 
 def execute_ranks(flow: Flow, values: dict, *, procs: str = "p", max_steps: int = 5_000_000
                   ) -> tuple[dict[str, int], int]:
-    """Per statement the maximum over ranks, and the total of the most loaded rank."""
-    if flow.rank is None:
+    """Per statement the maximum over ranks, and the total of the most loaded rank (every rank of the process
+    grid: each combination of the grid's rank variables ``0 … count-1``)."""
+    grid = flow.ranks(procs)
+    if not grid:
         counts = execute(flow, values, max_steps=max_steps)
         return counts, sum(counts.values())
-    if procs not in values:
-        raise ModelError(f"explicitly parallel code (rank variable {flow.rank}) needs {procs} in params", param="params")
+    for r, q in grid:
+        if q not in values:
+            raise ModelError(f"explicitly parallel code (rank variable {r}) needs {q} in params", param="params")
     best: dict[str, int] = {}
     total = 0
-    for r in range(int(values[procs])):
-        counts = execute(flow, {**values, flow.rank: r}, max_steps=max_steps)
+    for coords in itertools.product(*(range(int(values[q])) for _, q in grid)):
+        counts = execute(flow, {**values, **{r: c for (r, _), c in zip(grid, coords)}}, max_steps=max_steps)
         for k, v in counts.items():
             best[k] = max(best.get(k, 0), v)
         total = max(total, sum(counts.values()))

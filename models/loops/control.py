@@ -100,7 +100,11 @@ Node = Union[Assign, Loop, Work, Branch, Opaque]
 
 @dataclass(frozen=True, slots=True)
 class Flow:
-    """One function: its parameters, the rank variable (if any) and the body tree."""
+    """One function: its parameters, the rank variable (if any) and the body tree.
+
+    ``grid``: for explicitly parallel code over a process grid (declared ``assert 0 <= r < p and 0 <= s < q``),
+    the (rank variable, process count) pair of every grid dimension, in the order declared; ``rank`` is then
+    the first dimension's rank variable.  Empty for code with one rank variable named by convention."""
 
     name: str
     params: tuple[str, ...]
@@ -108,6 +112,14 @@ class Flow:
     rank: str | None = None
     notes: tuple[str, ...] = field(default=())
     source: str | None = None
+    grid: tuple[tuple[str, str], ...] = ()
+
+    def ranks(self, procs: str = "p") -> tuple[tuple[str, str], ...]:
+        """The (rank variable, process count) pairs of the process grid: ``grid`` when declared, else
+        ``((rank, procs),)`` for one rank variable, else ``()`` (sequential code)."""
+        if self.grid:
+            return self.grid
+        return ((self.rank, procs),) if self.rank else ()
 
     @property
     def statements(self) -> tuple[Work, ...]:

@@ -112,14 +112,48 @@ class _FlowReader(_Reader):
         self.itvars = self._iteration_vars(fn)
         self.data = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         self.data -= self.itvars
-        if self.rank_name is None:
+        grid = self._grid(fn)
+        if grid:
+            self.rank_name = grid[0][0]
+        elif self.rank_name is None:
             used = _names(fn)
             self.rank_name = next((r for r in RANK_NAMES if r in used and r not in self.itvars), None)
+        self.grid_ranks = {r for r, _ in grid} or {self.rank_name}
         body = self.block(fn.body, depth=0, loopvars=())
-        params = [p for p in self.params if p in self.size_names or p == self.procs]
-        params += sorted(self.size_names - set(params) - {self.rank_name or ""})
-        rank = self.rank_name if self.rank_name in self.size_names else None
-        return Flow(fn.name, tuple(p for p in params if p != rank), body, rank, tuple(self.notes), self.source)
+        procs = {q for _, q in grid} or {self.procs}
+        params = [p for p in self.params if p in self.size_names or p in procs]
+        params += sorted(self.size_names - set(params) - self.grid_ranks)
+        params += [q for _, q in grid if q not in params]
+        rank = self.rank_name if (grid or self.rank_name in self.size_names) else None
+        return Flow(fn.name, tuple(p for p in params if p not in self.grid_ranks), body, rank, tuple(self.notes),
+                    self.source, grid)
+
+    # -- the process grid: `assert 0 <= r < p and 0 <= s < q` at the top of the function ------------
+    def _grid(self, fn) -> tuple[tuple[str, str], ...]:
+        """The (rank variable, process count) pairs declared by top-level ``assert 0 <= r < p`` statements."""
+        out: list[tuple[str, str]] = []
+        for node in fn.body:
+            if not isinstance(node, ast.Assert):
+                continue
+            parts = node.test.values if isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And) \
+                else [node.test]
+            for t in parts:
+                ok = (isinstance(t, ast.Compare) and len(t.ops) == 2 and isinstance(t.ops[0], ast.LtE)
+                      and isinstance(t.ops[1], ast.Lt) and isinstance(t.left, ast.Constant) and t.left.value == 0
+                      and all(isinstance(c, ast.Name) for c in t.comparators))
+                if not ok:
+                    raise self.err(node, f"`assert {ast.unparse(node.test)}` does not declare a process grid: write "
+                                         "`assert 0 <= r < p and 0 <= s < q` (one rank variable and its process "
+                                         "count per grid dimension)")
+                r, q = (c.id for c in t.comparators)
+                if r in self.itvars or q in self.itvars or r == q:
+                    raise self.err(node, f"`{ast.unparse(t)}`: the rank variable and the process count must be two "
+                                         "different names that no loop assigns")
+                if any(r in pair or q in pair for pair in out):
+                    raise self.err(node, f"`{ast.unparse(t)}`: each grid dimension needs its own rank variable and "
+                                         "process count")
+                out.append((r, q))
+        return tuple(out)
 
     # -- which names are iteration variables -------------------------------------------------
     def _iteration_vars(self, fn) -> set[str]:
@@ -181,6 +215,11 @@ class _FlowReader(_Reader):
                 continue  # docstring
             elif isinstance(node, (ast.Pass, ast.Import, ast.ImportFrom)):
                 continue
+            elif isinstance(node, ast.Assert) and depth == 0:
+                continue  # the process grid, read by _grid
+            elif isinstance(node, ast.Assert):
+                raise self.err(node, "`assert` declares the process grid and belongs at the top of the function, "
+                                     "outside every loop")
             elif isinstance(node, ast.Return) and depth == 0:
                 continue
             elif isinstance(node, (ast.Break, ast.Continue, ast.Return)):
@@ -276,7 +315,7 @@ class _FlowReader(_Reader):
         except _Outside as why:
             return [self._opaque(node, head, f"its body uses {why}", node.body, depth, loopvars, (var,))]
         body = body + (Assign((var,), (sym(var) + step,), node.lineno),)
-        par = self.rank_name is not None and sym(self.rank_name) in (lo.free_symbols | hi.free_symbols)
+        par = any(r is not None and sym(r) in (lo.free_symbols | hi.free_symbols) for r in self.grid_ranks)
         return [Assign((var,), (lo,), node.lineno),
                 Loop((guard,), body, node.lineno, "for", var, par)]
 
@@ -304,7 +343,7 @@ class _FlowReader(_Reader):
                 cond = self.condition(node.test)
             except _Outside:
                 data = True
-        if data or (self.rank_name and self.rank_name in names):
+        if data or (names & self.grid_ranks):
             cond = None  # a condition on iteration variables and parameters (no data) is kept for the counter
             if not (names & self.data) and not any(isinstance(n, (ast.Subscript, ast.Call)) for n in ast.walk(node.test)):
                 try:

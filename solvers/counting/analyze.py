@@ -90,7 +90,7 @@ class _Solver:
         for s in e.free_symbols:
             if s.name in state:
                 rep[s] = state[s.name]
-            elif s.name == self.flow.rank:
+            elif s.name == self.flow.rank or any(s.name == r for r, _ in self.flow.grid):
                 rep[s] = unknown_symbol(s.name)
             else:
                 rep[s] = param_symbol(s.name)

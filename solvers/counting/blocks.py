@@ -7,6 +7,10 @@ Barvinok's algorithm (Verdoolaege et al., "Counting integer points in parametric
 rational functions", Algorithmica 48(1), 2007) counts it exactly as ``C(L, H)`` — also when other bounds
 depend on the block, as in LU or Cholesky by block rows (``range(max(k + 1, L), H)``).
 
+On a process grid every dimension's rank variable selects a block of its own extent, each with its own two
+ends; the proof below is made per dimension, for every value of the other dimensions' ends, so the last block
+of every dimension together is the heaviest.
+
 The most loaded rank is then found by a proof, not assumed: if moving a block right never lowers its count
 (``C(L+1, H+1) >= C(L, H)``) and growing it to the left never lowers it (``C(L-1, H) >= C(L, H)``), every
 block of at most ``⌈E/p⌉`` points counts at most the last block ``[E - ⌈E/p⌉, E)``, which is rank ``p - 1``'s.
@@ -42,11 +46,11 @@ def _floors(nodes) -> set:
     return out
 
 
-def _block_ends(flow: Flow, rank: sp.Symbol, p: sp.Symbol):
+def _block_ends(flow: Flow, rank: sp.Symbol, p: sp.Symbol, L: sp.Symbol, H: sp.Symbol, others: set):
     """``(E, {floor(r·E/p): L, floor((r+1)·E/p): H})`` for the one extent ``E`` the rank is distributed over,
-    or None when the rank appears in another form."""
+    or None when the rank appears in another form (``others``: the grid's other rank variables and counts,
+    which ``E`` may not contain)."""
     ext, rep = None, {}
-    L, H = sym("blk_lo"), sym("blk_hi")
     for f in _floors(flow.body):
         x = f.args[0]
         if rank not in x.free_symbols:
@@ -54,7 +58,8 @@ def _block_ends(flow: Flow, rank: sp.Symbol, p: sp.Symbol):
         c = sp.diff(x, rank)
         E = sp.expand(c * p)
         a = sp.simplify((x - rank * c) / c) if c != 0 else None
-        if a not in (0, 1) or rank in E.free_symbols or p in E.free_symbols or linear_form(E) is None:
+        if (a not in (0, 1) or rank in E.free_symbols or p in E.free_symbols or E.free_symbols & others
+                or linear_form(E) is None):
             return None
         if ext is not None and sp.expand(E - ext) != 0:
             return None
@@ -104,57 +109,90 @@ def _never_negative(diff, params: tuple[str, ...], region: str) -> bool:
 
 
 def count_blocks(flow: Flow, procs: str = "p") -> dict[str, sp.Expr] | None:
-    """Per statement the count of the most loaded rank (rank ``p - 1``'s block, proved the heaviest) as an
-    exact expression in the parameters and ``p``; None when the program is not a block distribution of one
-    extent over the ranks, the extent may be negative, a domain is not quasi-affine, or isl cannot prove
-    the last block the heaviest."""
+    """Per statement the count of the most loaded rank (rank ``p - 1``'s block, proved the heaviest; on a
+    process grid the last block of every dimension) as an exact expression in the parameters and the process
+    counts; None when the program is not a block distribution of one extent per grid dimension, an extent may
+    be negative, a domain is not quasi-affine, or isl cannot prove the last blocks the heaviest."""
     from meshplan.solvers.counting.analyze import param_symbol, unknown_symbol
     from meshplan.solvers.counting.barvinok import count_domains, is_available
 
-    if flow.rank is None or not is_available():
+    grid = flow.ranks(procs)
+    if not grid or not is_available():
         return None
-    rank, p = sym(flow.rank), sym(procs)
-    got = _block_ends(flow, rank, p)
-    if got is None:
-        return None
-    E, rep = got
-    terms, const = linear_form(E)
-    nonneg = const >= 0 and all(c >= 0 for c in terms.values())  # E >= 0 for every parameter value
+    names = {sym(x) for pair in grid for x in pair}
+    dims = []  # per grid dimension: (E, L, H)
+    rep: dict = {}
+    for d, (r, q) in enumerate(grid):
+        L, H = sym(f"blk_lo{d or ''}"), sym(f"blk_hi{d or ''}")
+        got = _block_ends(flow, sym(r), sym(q), L, H, names - {sym(r), sym(q)})
+        if got is None:
+            return None
+        dims.append((got[0], L, H))
+        rep.update(got[1])
     body = _map(flow.body, rep)
-    if any(rank in e.free_symbols for e in _exprs(body)):
+    if any(e.free_symbols & {sym(r) for r, _ in grid} for e in _exprs(body)):
         return None
-    doms = statement_domains(replace(flow, body=body, rank=None))
-    if not all(isinstance(d, Domain) for d in doms.values()):
+    plain = statement_domains(replace(flow, body=body, rank=None, grid=()))
+    if not all(isinstance(d, Domain) for d in plain.values()):
         return None
-    L, H = sym("blk_lo"), sym("blk_hi")
-    fixed = (sp.Ge(L, 0), sp.Ge(H, L), sp.Ge(E, H))  # facts of every block when E >= 0: 0 <= L <= H <= E
-    below = (sp.Le(L, 0), sp.Le(H, L), sp.Le(E, H), sp.Lt(E, 0))  # and when E < 0: E <= H <= L <= 0
-    plain = doms
-    doms = {k: Domain(d.statement, d.counters, d.constraints + fixed) for k, d in doms.items()}
+    fixed = tuple(c for E, L, H in dims for c in (sp.Ge(L, 0), sp.Ge(H, L), sp.Ge(E, H)))  # 0 <= L <= H <= E
+    doms = {k: Domain(d.statement, d.counters, d.constraints + fixed) for k, d in plain.items()}
+    ends = [x.name for _, L, H in dims for x in (L, H)]
     params = tuple(dict.fromkeys([*flow.params, *sorted({s.name for d in doms.values() for c in d.constraints
                                                           for s in c.free_symbols} - {c.name for d in doms.values()
                                                                                       for c in d.counters}
-                                                         - {L.name, H.name})]))
-    params = tuple(q for q in params if q not in (L.name, H.name, procs)) + (L.name, H.name)
-    e_txt = _isl_expr(E)
-    if not nonneg:  # an extent that may be negative (jacobi's n - 2): no rank may run anything then
-        for d in plain.values():
-            neg = _card(Domain(d.statement, d.counters, d.constraints + below), params, {})
-            if not neg.is_zero():
+                                                         - set(ends))]))
+    params = tuple(x for x in params if x not in ends and x not in {q for _, q in grid}) + tuple(ends)
+    for E, L, H in dims:
+        terms, const = linear_form(E)
+        if not (const >= 0 and all(c >= 0 for c in terms.values())):  # an extent that may be negative (jacobi's
+            below = (sp.Le(L, 0), sp.Le(H, L), sp.Le(E, H), sp.Lt(E, 0))  # n - 2): no rank may run anything then
+            for d in plain.values():
+                if not _card(Domain(d.statement, d.counters, d.constraints + below), params, {}).is_zero():
+                    return None
+        e_txt = _isl_expr(E)
+        lo, hi = L.name, H.name
+        # the other dimensions' blocks: the earlier ones already at their last block (H = E), which they are
+        # proved the heaviest at for every block of this and the later dimensions
+        k = [x[1] for x in dims].index(L)
+        rest = "".join(f" and 0 <= {L2.name} and {L2.name} <= {H2.name} and {H2.name} "
+                       f"{'=' if j < k else '<='} {_isl_expr(E2)}" for j, (E2, L2, H2) in enumerate(dims) if j != k)
+        for d in doms.values():
+            right = _card(d, params, {L: L + 1, H: H + 1}).sub(_card(d, params, {}))
+            grow = _card(d, params, {L: L - 1}).sub(_card(d, params, {}))
+            if not (_never_negative(right, params, f"{lo} <= {hi} and {hi} + 1 <= {e_txt}{rest}")
+                    and _never_negative(grow, params, f"1 <= {lo} and {lo} <= {hi} and {hi} <= {e_txt}{rest}")):
                 return None
-    for d in doms.values():
-        right = _card(d, params, {L: L + 1, H: H + 1}).sub(_card(d, params, {}))
-        grow = _card(d, params, {L: L - 1}).sub(_card(d, params, {}))
-        if not (_never_negative(right, params, f"blk_lo <= blk_hi and blk_hi + 1 <= {e_txt}")
-                and _never_negative(grow, params, f"1 <= blk_lo and blk_lo <= blk_hi and blk_hi <= {e_txt}")):
-            return None
     counts = count_domains(doms, params)
     if counts is None:
         return None
-    Eu = E.xreplace({s: unknown_symbol(s.name) for s in E.free_symbols})
-    P = param_symbol(procs)
-    last = {unknown_symbol(L.name): Eu - sp.ceiling(Eu / P), unknown_symbol(H.name): Eu}
-    return {k: c.expr.xreplace(last) for k, c in counts.items()}
+    last = {}
+    for (E, L, H), (_, q) in zip(dims, grid):
+        Eu = E.xreplace({s: unknown_symbol(s.name) for s in E.free_symbols})
+        last.update({unknown_symbol(L.name): Eu - sp.ceiling(Eu / param_symbol(q)), unknown_symbol(H.name): Eu})
+    return {k: _plain_conditions(c.expr.xreplace(last)) for k, c in counts.items()}
+
+
+def _plain_conditions(e: sp.Expr) -> sp.Expr:
+    """Conditions ``E >= E - ceiling(E/q) + 1`` (a block is not empty) as ``E >= 1``: with ``q >= 1``,
+    ``ceiling(E/q) >= 1`` exactly when ``E >= 1``."""
+    def rule(rel):
+        d = sp.expand(rel.lhs - rel.rhs)
+        cs = d.atoms(sp.ceiling)
+        if len(cs) != 1:
+            return rel
+        (c,) = cs
+        a, k = d.coeff(c), d.subs(c, 0)
+        x = c.args[0]
+        num, den = sp.fraction(sp.together(x))
+        if not (a.is_number and a > 0 and k.is_number and den.is_Symbol and den.is_positive):
+            return rel
+        t = -k / a  # the relation is ceiling(E/q) >= t (or > t)
+        if isinstance(rel, sp.Gt):
+            t = sp.floor(t) + 1
+        t = sp.ceiling(t)
+        return sp.Ge(num, 1) if t == 1 else rel
+    return e.replace(lambda x: isinstance(x, (sp.Ge, sp.Gt)) and x.has(sp.ceiling), rule)
 
 
 def _isl_expr(e: sp.Expr) -> str:

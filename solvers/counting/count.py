@@ -53,7 +53,14 @@ class CountResult:
     unknowns: tuple[str, ...] | None = None
 
     # -- W, D, E_p (section 2.1.1) ----------------------------------------------------------
+    @property
+    def procs(self) -> tuple[sp.Symbol, ...]:
+        """The process counts: one per dimension of a process grid, else ``(p,)``."""
+        return tuple(param_symbol(q) for _, q in self.flow.grid) or (self.p,)
+
     def _metrics(self, N: sp.Expr) -> dict:
+        if len(self.procs) > 1:
+            return _grid_metrics(N, self.procs)
         if self.p.name not in {s.name for s in N.free_symbols}:  # no process count: sequential code
             return {"work": N, "depth": N, "efficiency": 1 / self.p, "available_parallelism": sp.Integer(1)}
         W = work(N, self.p)
@@ -68,9 +75,10 @@ class CountResult:
         if self.total.value is not None:
             return self._metrics(self.total.value)
         lo, hi = self._metrics(self.total.lo), self._metrics(self.total.hi)
+        P = sp.Mul(*self.procs)
         return {"work": None, "depth": None, "efficiency": None, "available_parallelism": None,
                 "bounds": {"work": (lo["work"], hi["work"]), "depth": (lo["depth"], hi["depth"]),
-                           "efficiency": (lo["work"] / (self.p * self.total.hi), hi["work"] / (self.p * self.total.lo))}}
+                           "efficiency": (lo["work"] / (P * self.total.hi), hi["work"] / (P * self.total.lo))}}
 
     def with_unknowns(self, e: sp.Expr, end: int) -> sp.Expr:
         rep = {unknown_symbol(u): b[end] for u, b in self.unknown_bounds.items()}
@@ -144,6 +152,8 @@ class CountResult:
             "methods": dict(self.methods or {st.name: "closed form" for st in self.statements}),
             "cases": {k: [{"count": e, "when": c} for e, c in v.rows(shared)] for k, v in (self.cases or {}).items()},
         }
+        if self.flow.grid:
+            out["grid"] = dict(self.flow.grid)
         out["iterations"]["total"] = s(self.total.value)
         if m.get("depth") == sp.oo:
             out["notes"].append("D = oo: the parallelization is not work-conserving (more work per process as p grows)")
@@ -209,6 +219,66 @@ def _numeric(e: sp.Expr) -> sp.Expr:
             return r
         return sp.Integer(int(sp.ceiling(x) if isinstance(e, sp.ceiling) else sp.floor(x)))
     return e.func(*args)
+
+
+def _grid_metrics(N: sp.Expr, procs: tuple[sp.Symbol, ...]) -> dict:
+    """W, D, E_p and the available parallelism on a process grid: W at every count 1, D as every count grows
+    without bound (one after the other: each block count ``ceiling(E/q)`` settles at 1 once ``q >= E``),
+    ``E_p = W / (P N)`` with ``P`` the product of the counts."""
+    P = sp.Mul(*procs)
+    if not N.free_symbols & set(procs):
+        return {"work": N, "depth": N, "efficiency": 1 / P, "available_parallelism": sp.Integer(1)}
+    W = tidy(_fold(work(N.xreplace({q: sp.Integer(1) for q in procs[1:]}), procs[0])))
+    D = N
+    for q in procs:
+        D = depth(D, q)
+    D = tidy(_fold(D))
+    # quotients of piecewise counts are kept as quotients: evaluated, a piece's 0/0 would print as zoo
+    E = sp.Integer(1) / P if sp.expand(W - N) == 0 else _ratio(W, P * N)
+    par = _ratio(W, D) if D.is_finite and D != 0 else sp.oo
+    return {"work": W, "depth": D, "efficiency": E, "available_parallelism": par}
+
+
+def _ratio(a: sp.Expr, b: sp.Expr) -> sp.Expr:
+    """``a / b``, simplified unless a piecewise count is involved (then undefined where both are 0)."""
+    if a.has(sp.Piecewise) or b.has(sp.Piecewise):
+        return sp.Mul(a, sp.Pow(b, -1, evaluate=False), evaluate=False)
+    return tidy(a / b)
+
+
+def _fold(e: sp.Expr) -> sp.Expr:
+    """One flat ``Piecewise`` for a sum of few piecewise terms, with a piece ``(e1, A1 & … & C)`` merged into the
+    next ``(e2, C)`` when every ``Ai`` is ``x >= 1`` of a non-negative integer ``x`` (so it fails only at
+    ``x = 0``) and ``e1`` at ``x = 0`` is ``e2``."""
+    if not e.has(sp.Piecewise) or len(e.atoms(sp.Piecewise)) > 8:
+        return e
+    e = e.replace(lambda x: isinstance(x, sp.Gt) and x.lhs.is_integer and x.rhs.is_Integer,
+                  lambda x: sp.Ge(x.lhs, x.rhs + 1))  # integers: x > 0 is x >= 1
+    f = sp.piecewise_fold(e)
+    if not isinstance(f, sp.Piecewise):
+        return e
+    pieces = list(f.args)
+    i = 0
+    while i + 1 < len(pieces):
+        (e1, c1), (e2, c2) = pieces[i], pieces[i + 1]
+        a1 = set(c1.args) if isinstance(c1, sp.And) else {c1}
+        a2 = set(c2.args) if isinstance(c2, sp.And) else {c2} if c2 is not sp.true else set()
+        extra = a1 - a2
+        if a2 <= a1 and extra and all(_positive_var(a) is not None for a in extra) and all(
+                sp.expand(e1.xreplace({_positive_var(a): sp.Integer(0)}) - e2) == 0 for a in extra):
+            pieces[i:i + 2] = [(e1, c2)]
+            continue
+        i += 1
+    return sp.Piecewise(*pieces)
+
+
+def _positive_var(a) -> sp.Symbol | None:
+    """``x`` when ``a`` is ``x >= 1`` or ``x > 0`` of a non-negative integer symbol, else None."""
+    x = a.lhs if isinstance(a, (sp.Ge, sp.Gt)) else None
+    if isinstance(x, sp.Symbol) and x.is_nonnegative and x.is_integer and (
+            (isinstance(a, sp.Ge) and a.rhs == 1) or (isinstance(a, sp.Gt) and a.rhs == 0)):
+        return x
+    return None
 
 
 def _loc(res) -> dict:
@@ -306,24 +376,23 @@ def _analyze(flow: Flow, procs: str, bounds: dict) -> CountResult:
         notes = [n for n in notes if not any(f"counted as {u} " in n for u in gone)]
         raw.opaque[:] = [u for u in raw.opaque if u not in gone]
     stmts = []
-    rank = unknown_symbol(flow.rank) if flow.rank else None
+    grid = flow.ranks(procs)
 
     def mx(b: Bnd) -> Bnd:
         nonlocal exact
-        if rank is None:
-            return b
         parts = []
         for e in (b.value, b.lo, b.hi):
             if e is None:
                 parts.append(None)
                 continue
-            try:
-                r, ok = rank_max(e, rank, p)
-            except ValueError as err:
-                raise ModelError(f"function {flow.name}: {err}; write the parallel loop as "
-                                 f"`range({flow.rank}*n//{procs}, min(({flow.rank}+1)*n//{procs}, n))`") from None
-            exact = exact and ok
-            parts.append(r)
+            for r, q in grid:  # the block of every grid dimension at its most loaded rank
+                try:
+                    e, ok = rank_max(e, unknown_symbol(r), param_symbol(q))
+                except ValueError as err:
+                    raise ModelError(f"function {flow.name}: {err}; write the parallel loop as "
+                                     f"`range({r}*n//{q}, min(({r}+1)*n//{q}, n))`") from None
+                exact = exact and ok
+            parts.append(e)
         return Bnd(parts[0], parts[1], parts[2])
 
     total = Bnd.exact(0)
@@ -375,7 +444,7 @@ def count_problem(problem) -> list[CountResult]:
     bounds = problem.bounds
     if isinstance(bounds, str):
         bounds = parse_bounds(bounds)
-    return [_analyze_ranks(f, problem.procs, bounds or {}) for f in problem.flows]
+    return [_analyze_ranks(f, f.grid[0][1] if f.grid else problem.procs, bounds or {}) for f in problem.flows]
 
 
 def _analyze_ranks(flow: Flow, procs: str, bounds: dict) -> CountResult:
@@ -384,6 +453,10 @@ def _analyze_ranks(flow: Flow, procs: str, bounds: dict) -> CountResult:
     parameters, when isl proves the last rank's block the heaviest (:mod:`~meshplan.solvers.counting.blocks`)."""
     if flow.rank is None:
         return _analyze(flow, procs, bounds)
+    if len(flow.ranks(procs)) > 1:  # a process grid: Barvinok's count first (exact at extents 0 too)
+        blk = count_blocks(flow, procs)
+        if blk is not None:
+            return _block_result(flow, procs, bounds, blk)
     try:
         res, failure = _analyze(flow, procs, bounds), None
     except ModelError as err:
@@ -401,8 +474,12 @@ def _block_result(flow: Flow, procs: str, bounds: dict, counts: dict) -> CountRe
     if bounds:
         raise ModelError(f"bounds names {sorted(bounds)[0]}, which is not an unknown loop count of {flow.name} "
                          "(unknowns: none)", param="bounds")
+    if flow.grid:  # per grid dimension a factor `E >= 1` in every piece: one flat piecewise count
+        counts = {k: tidy(_fold(c)) for k, c in counts.items()}
     stmts = tuple(StatementCount(w.name, w.line, w.text, Bnd.exact(tidy(counts[w.name]))) for w in flow.statements)
     total = tidy(sp.Add(*[counts[w.name] for w in flow.statements]))
+    if flow.grid:
+        total = tidy(_fold(total))
     notes = tuple(n for n in flow.notes if " counted as u" not in n)
     return CountResult(flow, stmts, Bnd.exact(total), True, param_symbol(procs), notes, {},
                        methods={w.name: "barvinok (block ends as parameters)" for w in flow.statements},
