@@ -23,6 +23,7 @@ VERIFY = {
     "bucket_sort": {"n": 50, "B": 4, "p": 6},
     "cg_tree": {"na": 40, "niter": 2, "p": 9, "u1": 3},
     "fft_radix2": {"n": 64, "p": 4},
+    "gemm_2d": {"NI": 6, "NJ": 8, "NK": 5, "p": 2, "q": 3},
     "jacobi_convergence": {"n": 30, "w": 3, "p": 5, "u1": 4},
     "lu_sequential": {"n": 12},
     "matmul_1d": {"n": 12, "p": 5},

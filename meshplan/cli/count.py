@@ -86,8 +86,9 @@ def _print(rep: dict) -> None:
             v = vals.get(name)
             row.append(str(v) if v is not None else "{} .. {}".format(*vals.get(f"{name}_bounds", ["?", "?"])))
         t.add_row(*row)
-    for key, label in (("work", "W = N(p=1)"), ("depth", "D = N(p->oo)"), ("efficiency", "E_p"),
-                       ("available_parallelism", "available parallelism")):
+    procs = ",".join(rep["grid"].values()) if rep.get("grid") else "p"
+    for key, label in (("work", f"W = N({procs.replace(',', '=')}=1)"), ("depth", f"D = N({procs}->oo)"),
+                       ("efficiency", "E_p"), ("available_parallelism", "available parallelism")):
         expr = rep[key]
         if expr is None and key in rep["bounds"]:
             expr = f"{rep['bounds'][key]['lower']} .. {rep['bounds'][key]['upper']}"
