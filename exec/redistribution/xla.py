@@ -89,6 +89,23 @@ class HloCollective:
     def group_size(self) -> int:
         return 2 if self.op == "collective-permute" else (len(self.groups[0]) if self.groups else 0)
 
+    def sent(self, devices: int) -> np.ndarray:
+        """Elements each of ``devices`` devices sends on the wire in this collective (the per-device form of
+        :attr:`wire`): a device outside every group, or a collective-permute pair ``(d, d)``, sends nothing."""
+        out = np.zeros(devices, dtype=np.int64)
+        if self.op == "collective-permute":
+            for s, t in self.groups:
+                if s != t:
+                    out[s] += self.operand
+            return out
+        for g in self.groups:
+            k = len(g)
+            per = {"all-gather": self.operand * (k - 1), "all-to-all": self.operand - self.operand // k,
+                   "reduce-scatter": self.operand - self.operand // k,
+                   "all-reduce": 2 * (self.operand - self.operand // k)}.get(self.op, 0)
+            out[list(g)] += per
+        return out
+
     @property
     def moved(self) -> int:
         """collective-permute: number of devices that receive from another device."""
@@ -110,15 +127,29 @@ class HloReport:
     height: int                 # elements of the largest value of the entry computation (Def. 4.4)
     input: int                  # elements of the parameter
     output: int                 # elements of the result
+    partitions: int = 0         # num_partitions of the module (0: not stated)
 
     @property
     def cost(self) -> int:
         return sum(c.cost for c in self.collectives)
 
     @property
+    def sent(self) -> np.ndarray:
+        """Elements each device sends on the wire, summed over the collectives (:meth:`HloCollective.sent`)."""
+        n = self.partitions or 1 + max((d for c in self.collectives for g in c.groups for d in g), default=0)
+        return sum((c.sent(n) for c in self.collectives), np.zeros(n, dtype=np.int64))
+
+    @property
     def wire(self) -> int:
-        """Elements the busiest device sends, summed over the collectives (:attr:`HloCollective.wire`)."""
-        return sum(c.wire for c in self.collectives)
+        """Elements the busiest device sends on the wire over the whole program (the largest of :attr:`sent`;
+        at most the sum of the collectives' :attr:`HloCollective.wire`, less where the busiest device of one
+        collective is not the busiest of another)."""
+        return int(self.sent.max(initial=0))
+
+    @property
+    def total(self) -> int:
+        """Elements all devices together send on the wire (the sum of :attr:`sent`)."""
+        return int(self.sent.sum())
 
     @property
     def communication(self) -> tuple[HloCollective, ...]:
@@ -251,6 +282,8 @@ def read_hlo(text: str) -> HloReport:
     sizes: dict[str, int] = {}
     height = inp = out = 0
     entry = False
+    pm = re.search(r"\bnum_partitions=(\d+)", text.split("\n", 1)[0])
+    partitions = int(pm.group(1)) if pm else 0
     for line in text.splitlines():
         line = _COMMENT.sub("", line)
         if line.startswith("ENTRY"):
@@ -283,10 +316,12 @@ def read_hlo(text: str) -> HloReport:
             groups = [tuple(_ints(p)) for p in re.findall(r"\{([\d,\s]+)\}", pm.group(1) + "}")] if pm else []
         else:
             groups = _replica_groups(attrs)
+            if not groups and partitions:      # replica_groups={}: one group of every partition
+                groups = [list(range(partitions))]
         dm = re.search(r"\bdimensions=\{([\d,]*)\}", attrs)
         colls.append(HloCollective(opcode, operand, elems, tuple(tuple(g) for g in groups),
                                    tuple(_ints(dm.group(1))) if dm else ()))
-    return HloReport(tuple(colls), height, inp, out)
+    return HloReport(tuple(colls), height, inp, out, partitions)
 
 
 # -- compiling with jax ---------------------------------------------------------------------------

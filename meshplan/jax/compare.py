@@ -6,7 +6,15 @@ express (JAX needs divisible sizes): ``meshplan.jax.reshard`` and ``jax.device_p
 bit for bit block by block, then both compiled (``jax.jit`` of the reshard, and of the identity with the target
 ``out_shardings``, as XLA's SPMD partitioner reshards): the bytes sent are read from the compiled HLO's
 collectives (:func:`meshplan.exec.redistribution.xla.read_hlo`, :attr:`HloCollective.wire`) and the peak from
-``compiled.memory_analysis()`` (arguments + outputs + temporaries − aliased bytes, per device).
+``compiled.memory_analysis()`` (arguments + outputs + temporaries − aliased bytes, per device).  Beside the
+busiest device's bytes, each record has the bytes all devices send together and, from JAX's own index maps,
+the floor under them (``need_*``: the elements of a device's target block its source block lacks).
+
+``jit`` with ``out_shardings`` is what a user's resharding compiles to: ``with_sharding_constraint`` inside
+``jit`` (alone or amid other operations) and ``jax.sharding.reshard`` on a mesh of explicit axes give the
+same collectives, and across processes ``jax.device_put`` compiles that very program (jax's dispatch: ``jit``
+of the identity with ``out_shardings``).  ``jax.device_put`` of an array whose every
+block this one process holds compiles nothing: it copies blocks through the host.
 """
 
 from __future__ import annotations
@@ -61,16 +69,35 @@ def _child(specs: list[dict], cost: str) -> list[dict]:
             if way == "meshplan":   # under jit too
                 rec["equal"] = rec["equal"] and np.array_equal(np.asarray(c(x)), np.asarray(r))
             rep = read_hlo(c.as_text())
-            rec[way] = {"sent_bytes": rep.wire * 4, "peak_bytes": _memory(c), "hlo_height_bytes": rep.height * 4,
+            rec[way] = {"sent_bytes": rep.wire * 4, "total_sent_bytes": rep.total * 4, "fig11_bytes": rep.cost * 4,
+                        "peak_bytes": _memory(c), "hlo_height_bytes": rep.height * 4,
                         "collectives": [str(k) for k in rep.communication]}
+        rec["need_max_bytes"], rec["need_total_bytes"] = (4 * k for k in _need(shape, s, d))
         rec["grad_equal"] = _grad_equal(mj, shape, s, d, cost)
         out.append(rec)
     return out
 
 
+def _need(shape: tuple, s, d) -> tuple[int, int]:
+    """Elements a device must receive (its target block less the part of it its source block holds): the
+    largest over devices and the sum, from JAX's own index maps.  No program sends fewer than the sum in all,
+    whatever its collectives: an independent floor under the totals read from the HLO."""
+    import math
+
+    def box(idx):
+        return [(sl.start or 0, n if sl.stop is None else sl.stop) for sl, n in zip(idx, shape)]
+    src, dst = s.devices_indices_map(shape), d.devices_indices_map(shape)
+    need = []
+    for dev, idx in dst.items():
+        b, a = box(idx), box(src[dev])
+        overlap = math.prod(max(0, min(b1, a1) - max(b0, a0)) for (b0, b1), (a0, a1) in zip(b, a))
+        need.append(math.prod(b1 - b0 for b0, b1 in b) - overlap)
+    return max(need), sum(need)
+
+
 def _grad_equal(mj, shape: tuple, s, d, cost: str) -> bool:
-    """``jax.grad`` through :func:`meshplan.jax.reshard` (the transposes of its shard_map collectives) gives
-    the weights of the loss ``Σ y·W``, as the source sharding: a redistribution is the identity on the array."""
+    """``jax.grad`` through :func:`meshplan.jax.reshard` (the redistribution back) gives the weights of the loss
+    ``Σ y·W``, bit for bit, as the source sharding: a redistribution is the identity on the array."""
     import math
 
     import jax

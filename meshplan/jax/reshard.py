@@ -100,6 +100,38 @@ def _order(mesh, coords0, color, key, n: int, axes: tuple[str, ...]) -> np.ndarr
     return order
 
 
+def _aligned(mesh, coords0, color, key, n: int):
+    """``(axes, order)`` for a step whose every group is the devices differing only along ``axes`` (``order``:
+    :func:`_order`, the identity where JAX's order is the plan's), else None."""
+    best = None
+    for axes in itertools.permutations(_physical(mesh, coords0, [m for m in range(len(color))
+                                                                 if color[m] == color[0]])):
+        try:
+            order = _order(mesh, coords0, color, key, n, axes)   # [d, k]: JAX position of piece k
+        except ModelError:
+            return None
+        if best is None or (order == np.arange(n)).all():
+            best = (axes, order)
+        if (order == np.arange(n)).all():
+            break
+    return best
+
+
+def _rounds(step, color, key, n: int):
+    """A step over groups that no mesh axes describe, as ``n − 1`` rounds of ``ppermute`` over the whole mesh:
+    in round ``r`` the member with key ``k`` sends to the member with key ``k + r`` (mod ``n``) of its group its
+    block (all-gather) or the piece that member keeps (all-to-all: the piece whose index is its key), so each
+    device sends what the collective would, ``(n−1)·block`` or ``(n−1)/n·block``.  Tables per device:
+    ``send[r, d]`` the piece sent in round ``r``; ``slot[d, k]`` where the block from key ``k`` arrived."""
+    ndev = len(color)
+    member = {(int(color[d]), int(key[d])): d for d in range(ndev)}
+    pairs = [tuple((d, member[(int(color[d]), (int(key[d]) + r) % n)]) for d in range(ndev)) for r in range(1, n)]
+    send = np.array([[(int(key[d]) + r) % n for d in range(ndev)] for r in range(n)], dtype=np.int32)
+    slot = np.array([[(int(key[d]) - k) % n for k in range(n)] for d in range(ndev)], dtype=np.int32)
+    dims = (step.dim,) if isinstance(step, AllGather) else (step.src, step.dst)
+    return ("rounds", dims, n, pairs, send, slot)
+
+
 def _compile(fp: FrameworkPlan):
     """The per-device function of the plan (for ``shard_map`` over the prime mesh) and its two specs."""
     search = fp.plan.search
@@ -111,14 +143,11 @@ def _compile(fp: FrameworkPlan):
         new = apply_lowlevel(mesh, state, step, coords0)
         if isinstance(step, (AllGather, AllToAll)):
             color, key, n = groups(mesh, state, step)
-            best = None
-            for axes in itertools.permutations(_physical(mesh, coords0, [m for m in range(ndev)
-                                                                         if color[m] == color[0]])):
-                order = _order(mesh, coords0, color, key, n, axes)   # [d, k]: JAX position of piece k
-                if best is None or (order == np.arange(n)).all():
-                    best = (axes, order)
-                if (order == np.arange(n)).all():
-                    break
+            best = _aligned(mesh, coords0, color, key, n)
+            if best is None:    # groups along no set of mesh axes (renamed axes, §6): n − 1 ppermute rounds
+                actions.append(_rounds(step, color, key, n))
+                state = new
+                continue
             axes, order = best
             same = bool((order == np.arange(n)).all())
             inverse = np.argsort(order, axis=1).astype(np.int32)  # inverse[d, r]: key of the piece at position r
@@ -143,7 +172,7 @@ def _compile(fp: FrameworkPlan):
         return d
 
     def body(t):
-        d = device_id() if any(a[0] in ("dynslice",) or (a[0] == "allgather" and a[3] is not None)
+        d = device_id() if any(a[0] in ("dynslice", "rounds") or (a[0] == "allgather" and a[3] is not None)
                                or (a[0] == "alltoall" and a[5] is not None) for a in actions) else None
         for act in actions:
             kind = act[0]
@@ -165,6 +194,18 @@ def _compile(fp: FrameworkPlan):
                     send = jnp.take(pieces, jnp.asarray(inverse)[d], axis=0)
                     recv = jax.lax.all_to_all(send, axes, split_axis=0, concat_axis=0, tiled=True)
                     t = _join(jnp.take(recv, jnp.asarray(order)[d], axis=0), i)
+            elif kind == "rounds":
+                _, dims, n, pairs, send, slot = act
+                if len(dims) == 1:          # all-gather: every block to every other member
+                    got = [t] + [jax.lax.ppermute(t, names, list(p)) for p in pairs]
+                    dim = dims[0]
+                else:                       # all-to-all: the piece (along dims[1]) each member keeps
+                    i, j = dims
+                    pieces = _pieces(t, n, j)
+                    got = [jnp.take(pieces, jnp.asarray(send)[r][d], axis=0) for r in range(n)]
+                    got = [got[0]] + [jax.lax.ppermute(g, names, list(p)) for g, p in zip(got[1:], pairs)]
+                    dim = i
+                t = _join(jnp.take(jnp.stack(got), jnp.asarray(slot)[d], axis=0), dim)
             elif kind == "dynslice":
                 _, dim, lo, c = act
                 t = jax.lax.dynamic_slice_in_dim(t, jnp.asarray(lo)[d], c, axis=dim)
@@ -190,14 +231,28 @@ def _join(pieces, dim: int):
 
 
 @lru_cache(maxsize=512)
-def _function(fp: FrameworkPlan, jmesh, dst):
-    """``x -> y`` under ``shard_map`` on the prime mesh, then the target sharding (same placement)."""
+def _function(fp: FrameworkPlan, jmesh, src, dst, cost: str):
+    """``x -> y`` under ``shard_map`` on the prime mesh, then the target sharding (same placement).
+
+    Its derivative is the redistribution back, ``dst ⇝ src`` by meshplan's plan for that pair (a
+    redistribution is the identity on the global array, so its cotangent is the output's, moved back), as
+    DTensor's ``redistribute`` does.  The transposes of the ``shard_map`` collectives would give the same
+    values, but with ``check_vma=False`` a block replicated over ``k`` devices comes back as ``k`` copies of
+    ``1/k`` of it: not bit for bit when ``k`` is not a power of two."""
     body, src_spec, dst_spec = _compile(fp)
     pmesh = prime_mesh(jmesh, fp.plan.search.decomposition)
     f = jax.shard_map(body, mesh=pmesh, in_specs=src_spec, out_specs=dst_spec, check_vma=False)
 
+    @jax.custom_vjp
     def run(x):
         return jax.lax.with_sharding_constraint(f(x), dst)
+
+    def forward(x):
+        return run(x), None
+
+    def backward(_, ct):
+        return (reshard(ct, src, src=dst, cost=cost),)
+    run.defvjp(forward, backward)
     return run
 
 
@@ -208,7 +263,7 @@ def reshard(x: Any, sharding: Any, *, src: Any = None, cost: str = "wire") -> An
     fp = _plan(s.mesh, tuple(x.shape), tuple(s.spec), tuple(d.spec), str(jnp.dtype(x.dtype)), cost)
     if not fp.plan.search.ops:
         return jax.lax.with_sharding_constraint(x, d) if isinstance(x, jax.core.Tracer) else jax.device_put(x, d)
-    run = _function(fp, s.mesh, d)
+    run = _function(fp, s.mesh, s, d, cost)
     if isinstance(x, jax.core.Tracer):
         return run(x)
     return _jitted(run, d)(x)

@@ -59,6 +59,37 @@ def test_reader_on_every_replica_group_spelling():
     assert (rep.input, rep.output, rep.height) == (64, 64, 512)
 
 
+def test_bytes_on_the_wire_are_counted_per_device():
+    rep = read_hlo(_HLO)
+    # every device: all-gather 64·1, all-gather 128·3, all-to-all 128 − 128/2, all-reduce 2·(32 − 32/2);
+    # the collective-permute moves 64 elements from device 1 and from device 4 only
+    base = 64 + 384 + 64 + 32
+    assert rep.partitions == 8
+    assert rep.sent.tolist() == [base, base + 64, base, base, base + 64, base, base, base]
+    assert (rep.wire, rep.total) == (base + 64, 8 * base + 128)
+
+
+_TWO_PERMUTES = """HloModule m, num_partitions=4
+
+ENTRY %main (p: f32[10]) -> f32[10] {
+  %p = f32[10]{0} parameter(0)
+  %cp.1 = f32[10]{0} collective-permute(%p), channel_id=1, source_target_pairs={{0,1},{1,0},{2,2},{3,3}}
+  %cp.2 = f32[10]{0} collective-permute(%cp.1), channel_id=2, source_target_pairs={{2,3},{3,2}}
+  %ag = f32[20]{0} all-gather(%cp.2), channel_id=3, replica_groups={}, dimensions={0}
+  ROOT %ds = f32[10]{0} slice(%ag), slice={[0:10]}
+}
+"""
+
+
+def test_the_busiest_device_is_one_device_over_the_whole_program():
+    rep = read_hlo(_TWO_PERMUTES)
+    # the two permutes move disjoint devices: each device sends 10 once, not 10 + 10; replica_groups={}
+    # is one group of all 4 partitions (each device sends its 10 elements to the 3 others)
+    assert [c.wire for c in rep.collectives] == [10, 10, 30]
+    assert rep.sent.tolist() == [40, 40, 40, 40]
+    assert (rep.wire, rep.total) == (40, 160)
+
+
 def test_partition_spec_lists_axes_major_first():
     assert partition_spec(parse_type("[2{x,y}16,32,4{z}8]")) == [["y", "x"], None, ["z"]]
 
