@@ -39,8 +39,8 @@ def _blas(name: str, nargs: int):
     return ctypes.CFUNCTYPE(None, *[_PTR] * nargs)(ptr)
 
 
-def _gemm(dtype: str):
-    return _blas({"float64": "dgemm", "float32": "sgemm"}[dtype], 13)
+#: the BLAS prefix and ctypes scalar of each dtype the kernels take
+_REAL = {np.dtype(np.float64): ("d", ctypes.c_double), np.dtype(np.float32): ("s", ctypes.c_float)}
 
 
 def _operand(X: np.ndarray) -> tuple[bytes, int, np.ndarray]:
@@ -68,7 +68,8 @@ def gemm_update(C: np.ndarray, A: np.ndarray, B: np.ndarray, alpha: float = -1.0
     column_major = (m == 1 or C.strides[0] == item) and (n == 1 or C.strides[1] >= item * m)
     if not column_major and (n == 1 or C.strides[1] == item) and (m == 1 or C.strides[0] >= item * n):
         return gemm_update(C.T, B.T, A.T, alpha, beta)  # a row-major view: Cᵀ = Bᵀ·Aᵀ, column-major
-    if C.dtype.name not in ("float64", "float32") or A.dtype != C.dtype or B.dtype != C.dtype:
+    real = _REAL.get(C.dtype)
+    if real is None or A.dtype != C.dtype or B.dtype != C.dtype:
         raise TypeError(f"gemm_update: dtypes {A.dtype}, {B.dtype} into {C.dtype}")
     if A.shape != (m, k) or B.shape != (k, n):
         raise ValueError(f"gemm_update: shapes {A.shape} · {B.shape} into {C.shape}")
@@ -82,9 +83,8 @@ def gemm_update(C: np.ndarray, A: np.ndarray, B: np.ndarray, alpha: float = -1.0
     ta, lda, A = _operand(A)
     tb, ldb, B = _operand(B)
     ldc = max(1, C.strides[1] // C.itemsize if n > 1 else m)
-    scalar = ctypes.c_double if C.dtype.name == "float64" else ctypes.c_float
-    al, be = scalar(alpha), scalar(beta)
-    _gemm(C.dtype.name)(ctypes.c_char_p(ta), ctypes.c_char_p(tb), ctypes.byref(_INT(m)), ctypes.byref(_INT(n)),
+    al, be = real[1](alpha), real[1](beta)
+    _blas(real[0] + "gemm", 13)(ctypes.c_char_p(ta), ctypes.c_char_p(tb), ctypes.byref(_INT(m)), ctypes.byref(_INT(n)),
                         ctypes.byref(_INT(k)), ctypes.byref(al), A.ctypes.data, ctypes.byref(_INT(lda)),
                         B.ctypes.data, ctypes.byref(_INT(ldb)), ctypes.byref(be), C.ctypes.data,
                         ctypes.byref(_INT(ldc)))
@@ -110,7 +110,8 @@ def trsm_inplace(B: np.ndarray, T: np.ndarray, *, left: bool, lower: bool, trans
             raise ValueError("trsm_inplace: B must be a view with one unit stride")
         # X·op(T) = B  ⇔  op(T)ᵀ·Xᵀ = Bᵀ (and the other way round)
         return trsm_inplace(B.T, T, left=not left, lower=lower, trans=not trans, unit=unit)
-    if B.dtype.name not in ("float64", "float32") or T.dtype != B.dtype:
+    real = _REAL.get(B.dtype)
+    if real is None or T.dtype != B.dtype:
         raise TypeError(f"trsm_inplace: dtypes {T.dtype} and {B.dtype}")
     k = m if left else n
     if T.shape != (k, k):
@@ -119,9 +120,8 @@ def trsm_inplace(B: np.ndarray, T: np.ndarray, *, left: bool, lower: bool, trans
     if tt == b"T":  # the buffer holds Tᵀ column-major: its other triangle, the other op
         lower, trans = not lower, not trans
     ldb = max(1, B.strides[1] // B.itemsize if n > 1 else m)
-    scalar = ctypes.c_double if B.dtype.name == "float64" else ctypes.c_float
-    one = scalar(1.0)
-    fn = _blas({"float64": "dtrsm", "float32": "strsm"}[B.dtype.name], 11)
+    one = real[1](1.0)
+    fn = _blas(real[0] + "trsm", 11)
     fn(ctypes.c_char_p(b"L" if left else b"R"), ctypes.c_char_p(b"L" if lower else b"U"),
        ctypes.c_char_p(b"T" if trans else b"N"), ctypes.c_char_p(b"U" if unit else b"N"), ctypes.byref(_INT(m)),
        ctypes.byref(_INT(n)), ctypes.byref(one), T.ctypes.data, ctypes.byref(_INT(ldt)), B.ctypes.data,

@@ -1,10 +1,13 @@
 """Modelled time of COnfLUX / COnfCHOX on a grid and block (thesis sections 4.7–4.8), for ``objective="time"``.
 
-Per step (``⌈N/v⌉`` of them) the busiest rank's messages on the critical path: LU's tournament
-(``⌈log₂ Px⌉`` butterfly rounds), the pivot indices (LU) or the diagonal block (Cholesky), the two
-reductions over the layers (``Pz > 1``), the pivot rows to the other ranks of the grid column (``Px > 1``)
-and the panel to the ranks of the grid row (``Py·Pz > 1``) — section 4.8's latency of the third dimension
-and of small blocks.  The words are the exact model (:func:`~meshplan.models.factorization.cost.factor_cost`,
+Per step (``⌈N/v⌉`` of them) the busiest rank's messages on the critical path.  LU: the tournament
+(``⌈log₂ Px⌉`` butterfly rounds), the pivot indices, the two reductions over the layers (``Pz > 1``), the
+pivot rows to the other ranks of the grid column (``Px > 1``) and the panel to the ranks of the grid row
+(``Py·Pz > 1``).  Cholesky (no pivots): the diagonal block down the grid column (``Px > 1``), the one
+reduction of the block column (``Pz > 1``) and the panel (``p > 1``: to the grid row, and between the
+holders of the column panel), so that ``[1, p, 1]`` — the panel factored where it lies, as pdpotrf on a
+``1 × p`` grid — waits once per step.  This is section 4.8's latency of the third dimension and of small
+blocks.  The words are the exact model (:func:`~meshplan.models.factorization.cost.factor_cost`,
 mean per rank).  The flops are the trailing updates, ``2N³/3p`` (LU) or ``N³/3p`` (Cholesky), plus the
 panel factorization that no other rank shares, ``N²·v/(2·Px)`` — what larger blocks cost.  Seconds from the
 machine's :class:`~meshplan.models.matmul.time.Rates`.
@@ -30,7 +33,9 @@ __all__ = ["factor_time", "step_messages", "step_rates"]
 def step_messages(kind: str, grid: FactorGrid) -> int:
     """Messages on the critical path of one step (module docstring)."""
     Px, Py, Pz = grid.Px, grid.Py, grid.Pz
-    tournament = math.ceil(math.log2(Px)) if kind == "lu" and Px > 1 else 0
+    if kind == "cholesky":  # the diagonal block down the grid column, one reduction, the panel
+        return (Px > 1) + (Pz > 1) + (grid.p > 1)
+    tournament = math.ceil(math.log2(Px)) if Px > 1 else 0
     return tournament + 1 + 2 * (Pz > 1) + (Px > 1) + (Py * Pz > 1)
 
 
