@@ -30,9 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshplan.exec.factorization.common import (Layout, exchange, gepp, post, reduce_column, solve_unit_lower_right,
-                                                solve_upper_right)
-from meshplan.exec.factorization.kernels import gemm_update
+from meshplan.exec.factorization.common import Layout, exchange, gepp, post, reduce_column
+from meshplan.exec.factorization.kernels import gemm_update, trsm_inplace
 from meshplan.models.factorization.cost import cyclic_count
 from meshplan.models.factorization.problem import layer_slices
 
@@ -89,12 +88,18 @@ def _plan_swaps(prow: np.ndarray, s: int, perm: np.ndarray, where: np.ndarray) -
 
 
 def _apply_swaps(M: np.ndarray, swaps: list[tuple[int, int]], offset: int = 0, c: int = 0) -> None:
-    """Swap the rows ``a - offset``, ``b - offset`` of ``M`` (its columns from ``c`` on) for every pair."""
+    """Swap the rows ``a - offset``, ``b - offset`` of ``M`` (its columns from ``c`` on) for every pair, in
+    order: the rows they touch are moved at once (one gather, one scatter)."""
+    if not swaps:
+        return
+    pos = sorted({p for pair in swaps for p in pair})
+    at = {p: i for i, p in enumerate(pos)}
+    src = list(pos)  # src[i]: the row that ends at position pos[i]
     for a, b in swaps:
-        a, b = a - offset, b - offset
-        tmp = M[a, c:].copy()
-        M[a, c:] = M[b, c:]
-        M[b, c:] = tmp
+        ia, ib = at[a], at[b]
+        src[ia], src[ib] = src[ib], src[ia]
+    dst = np.asarray(pos, dtype=np.int64) - offset
+    M[dst, c:] = M[np.asarray(src, dtype=np.int64) - offset, c:]
 
 
 def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
@@ -187,8 +192,11 @@ def conflux_lu(comm, lay: Layout, A: np.ndarray, tol: float):
         # 7./8. L10, W = L10·L00⁻¹ on the holders, its parts s_z to every rank of the grid row (posted)
         if holder:
             _apply_swaps(blk, swaps, s_old)
-            L10 = solve_upper_right(blk[len(prow):], lu00)
-            W = solve_unit_lower_right(L10, lu00).astype(dt, copy=False)
+            lu00 = np.asarray(lu00, dtype=dt)
+            L10 = blk[len(prow):]  # contiguous rows of the reduced copy: BLAS trsm in place, no copies
+            trsm_inplace(L10, lu00, left=False, lower=False, trans=False)          # L10 = A10·U00⁻¹
+            W = L10.copy()
+            trsm_inplace(W, lu00, left=False, lower=True, trans=False, unit=True)  # W = L10·L00⁻¹
             sends = [(g.rank(px, y, z), W[:, sl[z][0]:sl[z][1]]) for y in range(Py) for z in range(Pz)
                      if (y, z) != (py_t, z0) and nrow > s and cyclic_count(c1, N, v, Py, y)]
             w_sent = post(comm, sends, [], T_W, dt)
