@@ -8,7 +8,7 @@ bit for bit block by block, then both compiled (``jax.jit`` of the reshard, and 
 collectives (:func:`meshplan.exec.redistribution.xla.read_hlo`, :attr:`HloCollective.wire`) and the peak from
 ``compiled.memory_analysis()`` (arguments + outputs + temporaries − aliased bytes, per device).  Beside the
 busiest device's bytes, each record has the bytes all devices send together and, from JAX's own index maps,
-the floor under them (``need_*``: the elements of a device's target block its source block lacks).
+floors under both that no program can beat (``need_busiest_bytes``, ``need_total_bytes``: :func:`_need`).
 
 ``jit`` with ``out_shardings`` is what a user's resharding compiles to: ``with_sharding_constraint`` inside
 ``jit`` (alone or amid other operations) and ``jax.sharding.reshard`` on a mesh of explicit axes give the
@@ -72,27 +72,34 @@ def _child(specs: list[dict], cost: str) -> list[dict]:
             rec[way] = {"sent_bytes": rep.wire * 4, "total_sent_bytes": rep.total * 4, "fig11_bytes": rep.cost * 4,
                         "peak_bytes": _memory(c), "hlo_height_bytes": rep.height * 4,
                         "collectives": [str(k) for k in rep.communication]}
-        rec["need_max_bytes"], rec["need_total_bytes"] = (4 * k for k in _need(shape, s, d))
+        rec["need_busiest_bytes"], rec["need_total_bytes"] = (4 * k for k in _need(shape, s, d))
         rec["grad_equal"] = _grad_equal(mj, shape, s, d, cost)
         out.append(rec)
     return out
 
 
 def _need(shape: tuple, s, d) -> tuple[int, int]:
-    """Elements a device must receive (its target block less the part of it its source block holds): the
-    largest over devices and the sum, from JAX's own index maps.  No program sends fewer than the sum in all,
-    whatever its collectives: an independent floor under the totals read from the HLO."""
+    """Floors under any program's bytes, from JAX's own index maps (elements): all devices together send at
+    least the elements each device's target block lacks of its source block (each is received once at
+    least); the busiest device sends at least the average of that, and at least once each element that it
+    alone holds and another device lacks (a relay may forward it further).  Independent of the HLO."""
     import math
 
-    def box(idx):
-        return [(sl.start or 0, n if sl.stop is None else sl.stop) for sl, n in zip(idx, shape)]
+    import numpy as np
+
+    idx = np.arange(math.prod(shape)).reshape(shape)
     src, dst = s.devices_indices_map(shape), d.devices_indices_map(shape)
-    need = []
-    for dev, idx in dst.items():
-        b, a = box(idx), box(src[dev])
-        overlap = math.prod(max(0, min(b1, a1) - max(b0, a0)) for (b0, b1), (a0, a1) in zip(b, a))
-        need.append(math.prod(b1 - b0 for b0, b1 in b) - overlap)
-    return max(need), sum(need)
+    devs = list(dst)
+    held = np.zeros((len(devs), idx.size), dtype=bool)
+    want = np.zeros_like(held)
+    for k, dev in enumerate(devs):
+        held[k, idx[src[dev]].ravel()] = True
+        want[k, idx[dst[dev]].ravel()] = True
+    need = want & ~held
+    total = int(need.sum())
+    only = held & (held.sum(axis=0) == 1)             # an element only this device holds
+    forced = int((only & need.any(axis=0)).sum(axis=1).max(initial=0))
+    return max(-(-total // len(devs)), forced), total
 
 
 def _grad_equal(mj, shape: tuple, s, d, cost: str) -> bool:

@@ -132,6 +132,15 @@ def _rounds(step, color, key, n: int):
     return ("rounds", dims, n, pairs, send, slot)
 
 
+def _linear(mesh, coords0, lo: np.ndarray):
+    """A per-device offset as ``{axis: weight}`` when it is a weighted sum of the device's mesh coordinates
+    (then the device computes it from ``axis_index``, as XLA's own slices do, and holds no table), else the
+    table ``lo[d]``."""
+    a = np.asarray(coords0[:len(lo)], dtype=np.int64)
+    w = np.rint(np.linalg.lstsq(a.astype(float), lo.astype(float), rcond=None)[0]).astype(np.int64)
+    return {n: int(k) for n, k in zip(mesh.names, w) if k} if np.array_equal(a @ w, lo) else lo
+
+
 def _compile(fp: FrameworkPlan):
     """The per-device function of the plan (for ``shard_map`` over the prime mesh) and its two specs."""
     search = fp.plan.search
@@ -158,7 +167,7 @@ def _compile(fp: FrameworkPlan):
         elif isinstance(step, DynSlice):
             c = new.type.dims[step.dim].local
             lo = (axes_tile_index(mesh, step.axes, state.coords)[:ndev] * c).astype(np.int32)
-            actions.append(("dynslice", step.dim, lo, c))
+            actions.append(("dynslice", step.dim, _linear(mesh, coords0, lo), c))
         elif isinstance(step, AllPermute):
             actions.append(("allpermute", tuple((int(step.source[d]), d) for d in range(ndev))))
         state = new
@@ -172,7 +181,8 @@ def _compile(fp: FrameworkPlan):
         return d
 
     def body(t):
-        d = device_id() if any(a[0] in ("dynslice", "rounds") or (a[0] == "allgather" and a[3] is not None)
+        d = device_id() if any(a[0] == "rounds" or (a[0] == "dynslice" and not isinstance(a[2], dict))
+                               or (a[0] == "allgather" and a[3] is not None)
                                or (a[0] == "alltoall" and a[5] is not None) for a in actions) else None
         for act in actions:
             kind = act[0]
@@ -208,7 +218,11 @@ def _compile(fp: FrameworkPlan):
                 t = _join(jnp.take(jnp.stack(got), jnp.asarray(slot)[d], axis=0), dim)
             elif kind == "dynslice":
                 _, dim, lo, c = act
-                t = jax.lax.dynamic_slice_in_dim(t, jnp.asarray(lo)[d], c, axis=dim)
+                if isinstance(lo, dict):
+                    lo = sum((k * jax.lax.axis_index(a) for a, k in lo.items()), jnp.int32(0))
+                else:
+                    lo = jnp.asarray(lo)[d]
+                t = jax.lax.dynamic_slice_in_dim(t, lo, c, axis=dim)
             else:
                 _, pairs = act
                 t = jax.lax.ppermute(t, names, list(pairs))   # fixed points keep their block

@@ -31,6 +31,7 @@ def test_reshard_equals_device_put_on_the_family():
         # no program sends fewer in all than the elements devices lack (JAX's index maps): a floor under the
         # HLO reading of both sides
         assert min(m["total_sent_bytes"], x["total_sent_bytes"]) >= r["need_total_bytes"], where
+        assert min(m["sent_bytes"], x["sent_bytes"]) >= r["need_busiest_bytes"], where
 
 
 @pytest.mark.slow
@@ -52,6 +53,11 @@ def test_reshard_on_meshes_of_three():
         assert r["equal"] and r["grad_equal"], str(p)
         assert r["meshplan"]["sent_bytes"] == r["plan_sent_bytes"], str(p)
         assert r["meshplan"]["total_sent_bytes"] >= r["need_total_bytes"], str(p)
+        assert r["meshplan"]["sent_bytes"] >= r["need_busiest_bytes"], str(p)
+    # by hand: device (i_x, i_y, i_z) holds elements 2·(i_x + 2·i_y + 6·i_z) + {0, 1} and needs the half i_x;
+    # 12 devices hold 2 of their 24 (i_z < 2 if i_x = 0, i_z >= 2 if i_x = 1), 12 none: 12·22 + 12·24 = 552
+    # elements lacking, 23 per device on average (int32: 4 B each)
+    assert (records[2]["need_busiest_bytes"], records[2]["need_total_bytes"]) == (4 * 23, 4 * 552)
     rounds = [c for c in records[0]["meshplan"]["collectives"] if c.startswith("collective-permute")]
     assert len(rounds) >= 2, records[0]["meshplan"]["collectives"]     # the all-to-all over z as 1 round + the permute
 
