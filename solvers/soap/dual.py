@@ -37,13 +37,30 @@ def log_constant(w, coeffs, W) -> float:
 
 
 def feasible(w, mu, A, G, c, W) -> bool:
-    """Exact check (Fractions) of ``Σ w = W``, ``w, μ ≥ 0`` and ``Aᵀw + Gᵀμ ≥ c``."""
+    """Exact check of ``Σ w = W``, ``w, μ ≥ 0`` and ``Aᵀw + Gᵀμ ≥ c`` (integers over one denominator:
+    the same verdict as the check in Fractions, without their per-operation normalization)."""
     if any(x < 0 for x in w) or any(x < 0 for x in mu) or sum(w, Fraction(0)) != W:
         return False
     terms = [(wj, row) for wj, row in zip(w, A) if wj] + [(mk, row) for mk, row in zip(mu, G) if mk]
-    for v in range(len(c)):
-        lhs = sum((x * row[v] for x, row in terms if row[v]), Fraction(0))
-        if lhs < c[v]:
+    if not terms:
+        return all(cv <= 0 for cv in c)
+    # every product x·row[v] over the common denominator L of all weights and row entries
+    ratios = [(x.as_integer_ratio(), [a.as_integer_ratio() for a in row]) for x, row in terms]
+    L = 1
+    for (_, xd), row in ratios:
+        L = L * xd // math.gcd(L, xd)
+        for _, ad in row:
+            if ad != 1:
+                L = L * ad // math.gcd(L, ad)
+    L2 = L * L
+    for v, cv in enumerate(c):
+        lhs = 0
+        for (xn, xd), row in ratios:
+            an, ad = row[v]
+            if an:
+                lhs += (xn * (L // xd)) * (an * (L // ad))
+        cn, cd = cv.as_integer_ratio()
+        if lhs * cd < cn * L2:
             return False
     return True
 
@@ -57,7 +74,7 @@ def _face_min(A, G, c, W, d, rows=None):
     """
     if rows is None:
         rows = _face_rows(A, G)
-    res = solve_rows(list(c) + [-Fraction(W)], rows, list(d) + [Fraction(0)] * len(G))
+    res = solve_rows(list(c) + [-Fraction(W)], rows, list(d) + [0] * len(G))
     if res is None:
         return None
     y = res[2]
@@ -78,13 +95,26 @@ MAX_FACE_ROWS = 10
 
 def face_vertices(A, G, c, W, w0, mu0):
     """Distinct dual points of the optimal face: the simplex's, and those minimizing and
-    maximizing each ``w_j`` on the face."""
+    maximizing each ``w_j`` on the face (in that order: min and max of ``w_0``, then of ``w_1``, …).
+
+    First, for each ``j`` with ``w0_j > 0``, the least ``w_j`` on the face: when every one is ``w0_j``,
+    every point of the face has ``w ≥ w0`` (``w_j ≥ 0 = w0_j`` elsewhere) and ``Σ w = W = Σ w0``, so
+    ``w0`` is the face's only ``w`` and every LP below could only return it again: the answer is
+    ``[w0]`` without them."""
     m = len(A)
     out = [(list(w0), list(mu0))]
     rows = _face_rows(A, G)
+    lows: dict[int, tuple | None] = {}
+
+    def low(j):
+        if j not in lows:
+            lows[j] = _face_min(A, G, c, W, [int(i == j) for i in range(m)], rows)
+        return lows[j]
+
+    if all(low(j) is not None and low(j)[0][j] == w0[j] for j in range(m) if w0[j] > 0):
+        return out
     for j in range(m):
-        for d in ([Fraction(int(i == j)) for i in range(m)], [Fraction(int(i != j)) for i in range(m)]):
-            p = _face_min(A, G, c, W, d, rows)
+        for p in (low(j), _face_min(A, G, c, W, [int(i != j) for i in range(m)], rows)):
             if p is not None and all(p[0] != q[0] for q in out):
                 out.append((list(p[0]), list(p[1])))
     return out
@@ -103,23 +133,26 @@ def nondegenerate(A, G, x) -> bool:
 def _descend(verts: list[list[float]], coeffs: list[float], W: float) -> tuple[list[float], float]:
     """Mixing weights ``λ`` (on the simplex) of the vertices ``verts`` minimizing ``log C(Σ_k λ_k w_k)``, by
     exponentiated gradient with step halving, and that minimum.  Plain floats: a face has a few
-    vertices of at most :data:`MAX_FACE_ROWS` weights, where array calls cost more than they compute."""
-    m, K = len(coeffs), len(verts)
+    vertices of at most :data:`MAX_FACE_ROWS` weights, where array calls cost more than they compute.
+    (The sums run in a fixed order — over ``k`` for a mixed weight, over ``j`` for a gradient entry — so
+    the iterates are the same floats on every run.)"""
+    K = len(verts)
     scale = [W * cj for cj in coeffs]
+    cols = [list(col) for col in zip(*verts)]          # cols[j][k] = verts[k][j]
     log, exp = math.log, math.exp
 
     def mix(lam):
-        return [sum(verts[k][j] * lam[k] for k in range(K)) for j in range(m)]
+        return [sum([a * b for a, b in zip(col, lam)]) for col in cols]
 
     def f(lam):
-        return sum(wj * log(wj / sj) for wj, sj in zip(mix(lam), scale) if wj > 1e-15)
+        return sum([wj * log(wj / sj) for wj, sj in zip(mix(lam), scale) if wj > 1e-15])
 
     lam = [1.0 / K] * K
     cur = f(lam)
     eta = 1.0
     for _ in range(400):
         t = [log(max(wj, 1e-15) / sj) + 1.0 for wj, sj in zip(mix(lam), scale)]
-        g = [sum(vk[j] * t[j] for j in range(m)) for vk in verts]
+        g = [sum([a * b for a, b in zip(vk, t)]) for vk in verts]
         gmin = min(g)
         trial = [lk * exp(-eta * (gk - gmin)) for lk, gk in zip(lam, g)]
         total = sum(trial)
@@ -135,12 +168,51 @@ def _descend(verts: list[list[float]], coeffs: list[float], W: float) -> tuple[l
     return lam, cur
 
 
+def _face_floor(A, coeffs, W, x) -> float:
+    """A lower bound on ``log C(w)`` over the optimal face: its ``w`` vanish on the rows with slack at the
+    primal optimum ``x`` (complementary slackness) and sum to ``W``, and on that simplex the convex
+    ``Σ w_j log(w_j/(W c_j))`` is least at ``w_j ∝ c_j``, where it is ``−W·log Σ_{tight} c_j``."""
+    tight = [cj for row, cj in zip(A, coeffs) if sum((a * v for a, v in zip(row, x) if a), Fraction(0)) == 1]
+    return -float(W) * math.log(float(sum(tight, Fraction(0)))) if tight else -math.inf
+
+
+def _least_at(A, G, c, coeffs, W, w0) -> bool:
+    """Whether ``w0`` minimizes ``log C`` on the optimal face up to ``1e-10``, by two exact LPs.
+
+    ``log C(w) = Σ w_j log(w_j/(W c_j))`` is convex; when every point of the face vanishes where ``w0``
+    does (the least ``Σ`` of ``w`` over ``w0``'s support is ``W``), its gradient ``g`` at ``w0`` exists on the
+    face, and ``log C(w) ≥ log C(w0) + g·(w − w0)`` there.  So when the least ``g·w`` on the face is at
+    least ``g·w0 − 1e-10``, no point of the face (nor :func:`best_dual`'s search within it) goes below
+    ``log C(w0) − 1e-10``.  ``g`` is taken in floats and shifted to be ``≥ 0`` (``Σ w = W`` on the face,
+    so a shift changes ``g·(w − w0)`` by nothing); the LPs and the comparison are exact."""
+    m = len(A)
+    rows = _face_rows(A, G)
+    supp = [j for j in range(m) if w0[j] > 0]
+    if len(supp) < m:
+        p = _face_min(A, G, c, W, [int(w0[j] > 0) for j in range(m)], rows)
+        if p is None or sum((p[0][j] for j in supp), Fraction(0)) != W:
+            return False
+    if not supp:
+        return True        # W = 0: every w on the face is 0 = w0
+    g = {j: math.log(float(w0[j]) / (float(W) * float(coeffs[j]))) + 1.0 for j in supp}
+    low = min(g.values())
+    d = [Fraction(g[j] - low) if j in g else Fraction(0) for j in range(m)]
+    p = _face_min(A, G, c, W, d, rows)
+    if p is None:
+        return False
+    return sum((dj * (pj - wj) for dj, pj, wj in zip(d, p[0], w0)), Fraction(0)) >= Fraction(-1, 10 ** 10)
+
+
 def best_dual(A, G, c, coeffs, W, w0, mu0, x=None):
     """``(w, μ)`` on the optimal face with the smallest exact ``C(w)`` found; ``(w0, μ0)`` if
     the face is one point (the primal vertex ``x``, when given, is nondegenerate) or no
     combination beats the vertex."""
     if len(A) <= 1 or len(A) > MAX_FACE_ROWS or (x is not None and nondegenerate(A, G, x)):
         return w0, mu0
+    if x is not None and log_constant(w0, coeffs, W) <= _face_floor(A, coeffs, W, x) + 1e-10:
+        return w0, mu0     # nothing on the face beats w0 by the margin below (1e-9), so the search keeps it
+    if _least_at(A, G, c, coeffs, W, w0):
+        return w0, mu0     # w0 minimizes log C on the face: nothing there beats it by the margin (1e-9)
     verts = face_vertices(A, G, c, W, w0, mu0)
     if len(verts) == 1:
         return w0, mu0

@@ -106,11 +106,18 @@ def _lp_rows(problem: SubProblem, monos: dict, work_cls):
     classes = list(problem.classes)
     if not keys:
         return None
-    zero = Fraction(0)
-    A = [[kd.get(v, zero) for v in classes] for kd in map(dict, keys)]
-    G = [[Fraction(gd.get(v, 0)) for v in classes] for gd in map(dict, problem.constraints)]
+    _, monos_id, constraints_id = _structure(problem)
+    A = _cached(_ROWS, ("A", monos_id, problem.classes),
+                lambda: [[kd.get(v, Fraction(0)) for v in classes] for kd in map(dict, keys)])
+    G = _cached(_ROWS, ("G", constraints_id, problem.classes),
+                lambda: [[Fraction(gd.get(v, 0)) for v in classes] for gd in map(dict, problem.constraints)])
     a = [Fraction(work_cls.count(v)) for v in classes]
     return keys, A, G, a
+
+
+#: the dense rows of the access monomials and order constraints per table and tile classes (shared by the
+#: LPs of every statement of a subgraph and its cases; read only)
+_ROWS: dict = {}
 
 
 def simplex(problem: SubProblem, work_cls):
@@ -200,8 +207,18 @@ def joint_relaxation(problem: SubProblem, relax):
     (vertices, grid, fixed-point refinement); when no point beats the best
     vertex (relative 1e-9) ``C_W = max_s C_s`` exactly, otherwise a rational
     just above the numeric maximum, never above ``Σ_s C_s``.  Returns
-    ``[(C_W, W), …]`` and a note.
+    ``[(C_W, W), …]`` and a note.  Cached by the problem's structure and ``relax`` (the screen's
+    relaxation stage and the derivation ask for the same subgraphs; the search is deterministic).
     """
+    key = (_lp_key(problem, ()), tuple(tuple(cls) for _, cls in problem.work),
+           tuple((C, W) for C, W, _ in relax))
+    return _cached(_JOINT, key, lambda: _joint_relaxation(problem, relax))
+
+
+_JOINT: dict = {}
+
+
+def _joint_relaxation(problem: SubProblem, relax):
     import numpy as np
 
     monos = _monomials(problem)
@@ -226,16 +243,18 @@ def joint_relaxation(problem: SubProblem, relax):
         c = np.array([float(monos[kk]) for kk in keys])
         Wf = float(W)
 
+        Wc, wmT = Wf * c, wm.T
+
         def g(pi):                       # pi: (n, k) rows on the simplex
-            y = (pi @ wm) / (Wf * c)
+            y = (pi @ wm) / Wc
             ly = np.log(np.maximum(y, 1e-300))          # y_j = 0 only where no statement of weight > 0 uses j
-            return np.exp(ly @ wm.T)                      # (n, k): each statement's term
+            return np.exp(ly @ wmT)                       # (n, k): each statement's term
 
         rng = np.random.default_rng(0)
         n = len(idx)
         pts = np.vstack([np.eye(n), np.full((1, n), 1.0 / n), rng.dirichlet(np.ones(n), 1000)])
         for scale in (0.03, 0.003):      # refine the best points: fixed point π_s ← m_s/Σm, and local jitter
-            vals = g(pts).sum(axis=1)
+            vals = g(pts).sum(axis=1)    # (all points again: BLAS may round a row differently in a larger product)
             best = pts[np.argsort(vals)[-10:]]
             fp = best.copy()
             for _ in range(40):
@@ -362,8 +381,7 @@ def _dominated_key(work: tuple, access: tuple, constraints: tuple) -> bool:
 def linear_domination(problem: SubProblem):
     """``z`` with χ(X) ≤ z·X, from spreading each work monomial over access monomials ≥ it
     (once per access table, order constraints and work)."""
-    key = (_monomials_of(problem.terms)[1], _intern(_CONSTRAINT_IDS, problem.constraints),
-           tuple(cls for _, cls in problem.work))
+    key = (*_structure(problem)[1:], tuple(cls for _, cls in problem.work))
     return _cached(_LINEAR, key, lambda: _solve_linear_domination(problem))
 
 
@@ -408,14 +426,32 @@ def _solve_linear_domination(problem: SubProblem):
 
 def _monomials(problem: SubProblem) -> dict[tuple, Fraction]:
     """The access monomials ``∏ D^e`` of the problem's terms and their coefficients (shared: read only)."""
-    return _monomials_of(problem.terms)[0]
+    return _structure(problem)[0]
 
 
 def _lp_key(problem: SubProblem, work_cls) -> tuple:
     """The identity of one exponent LP: the problem's classes, access monomials (by an interned number)
     and order constraints, and the work monomial."""
-    return (problem.classes, _monomials_of(problem.terms)[1], _intern(_CONSTRAINT_IDS, problem.constraints),
-            tuple(work_cls))
+    _, monos_id, constraints_id = _structure(problem)
+    return (problem.classes, monos_id, constraints_id, tuple(work_cls))
+
+
+def _structure(problem: SubProblem) -> tuple[dict, int, int]:
+    """``(access monomials, their number, the order constraints' number)`` of ``problem``, looked up by
+    the object itself (a frozen value, asked for thousands of times per program) before its terms and
+    constraints are hashed again (hashing their ``Fraction`` exponents dominated the lookups)."""
+    got = _BY_OBJECT.get(id(problem))
+    if got is not None and got[0] is problem:
+        return got[1]
+    monos, monos_id = _monomials_of(problem.terms)
+    out = (monos, monos_id, _intern(_CONSTRAINT_IDS, problem.constraints))
+    if len(_BY_OBJECT) > _CACHE_LIMIT:
+        _BY_OBJECT.clear()
+    _BY_OBJECT[id(problem)] = (problem, out)   # the entry holds the object, so its id is not reused
+    return out
+
+
+_BY_OBJECT: dict[int, tuple] = {}
 
 
 #: access-monomial tables and order constraints → a number (the cache keys hold the number, so a

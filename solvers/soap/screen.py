@@ -118,6 +118,15 @@ class Screen:
     def intensity(self, problem: SubProblem) -> Intensity:
         """The bound as the reported intensity of ``problem`` (method ``"screened"``): χ(X) the max over the
         cases of ``Σ_s C_s X^{W_s}``, ``X0`` and ρ as above."""
+        chi, X0, rho = self._reported
+        return Intensity(problem, "screened", chi, X0, rho, exponent=self.exponent, notes=(
+            "not derived: its AM-GM bound from the exponent LPs' first duals is at most the largest derived "
+            "ρ of a subgraph holding each of its arrays, at every sampled S, so it leads no array "
+            "(Theorem 5.1); ρ shown is that upper bound",))
+
+    @functools.cached_property
+    def _reported(self) -> tuple:
+        """``(χ, X0, ρ)`` as reported (once per bound: subgraphs equal up to renaming share it)."""
         W = sp.Rational(self.exponent)
         chis = [sp.Add(*[_am_gm_constant(ws, Ws) * X ** sp.Rational(Ws) for ws, Ws in case]) for case in self.cases]
         if self.exponent <= 1:
@@ -134,10 +143,7 @@ class Screen:
         dom = dominating([[float(r.subs(S, s)) for s in SAMPLE_S] for r in uniq])
         rho = uniq[dom] if dom is not None else sp.Max(*uniq, evaluate=False)   # differ numerically
         chi = chis[0] if len(set(chis)) == 1 else sp.Max(*dict.fromkeys(chis), evaluate=False)
-        return Intensity(problem, "screened", chi, X0, rho, exponent=self.exponent, notes=(
-            "not derived: its AM-GM bound from the exponent LPs' first duals is at most the largest derived "
-            "ρ of a subgraph holding each of its arrays, at every sampled S, so it leads no array "
-            "(Theorem 5.1); ρ shown is that upper bound",))
+        return chi, X0, rho
 
 
 @dataclass(frozen=True)
@@ -197,6 +203,15 @@ class Relaxed:
 
     def intensity(self, problem: SubProblem) -> Intensity:
         """The bound as the reported intensity of ``problem`` (method ``"screened"``)."""
+        chi, X0, rho = self._reported
+        return Intensity(problem, "screened", chi, X0, rho, exponent=self.exponent, notes=(
+            "not derived: its certified AM-GM relaxation (best duals, shared budget) is at most the largest "
+            "derived ρ of a subgraph holding each of its arrays, at every sampled S, so it leads no array "
+            "(Theorem 5.1); ρ shown is that upper bound",))
+
+    @functools.cached_property
+    def _reported(self) -> tuple:
+        """``(χ, X0, ρ)`` as reported (once per bound)."""
         chis = [sp.Add(*[K * X ** sp.Rational(w) for K, w in case]) for case in self.cases]
         rhos = self._rhos
         if self.exponent <= 1:
@@ -210,10 +225,7 @@ class Relaxed:
         dom = dominating([[float(r.subs(S, s)) for s in SAMPLE_S] for r in uniq])
         rho = uniq[dom] if dom is not None else sp.Max(*uniq, evaluate=False)
         chi = chis[0] if len(set(chis)) == 1 else sp.Max(*dict.fromkeys(chis), evaluate=False)
-        return Intensity(problem, "screened", chi, X0, rho, exponent=self.exponent, notes=(
-            "not derived: its certified AM-GM relaxation (best duals, shared budget) is at most the largest "
-            "derived ρ of a subgraph holding each of its arrays, at every sampled S, so it leads no array "
-            "(Theorem 5.1); ρ shown is that upper bound",))
+        return chi, X0, rho
 
 
 def _constant(ws, W) -> float:
