@@ -4,12 +4,15 @@ Per step (``⌈N/v⌉`` of them) the busiest rank's messages on the critical pat
 (``⌈log₂ Px⌉`` butterfly rounds), the pivot indices, the two reductions over the layers (``Pz > 1``), the
 pivot rows to the other ranks of the grid column (``Px > 1``) and the panel to the ranks of the grid row
 (``Py·Pz > 1``).  Cholesky (no pivots): the diagonal block down the grid column (``Px > 1``), the one
-reduction of the block column (``Pz > 1``) and the panel (``p > 1``: to the grid row, and between the
-holders of the column panel), so that ``[1, p, 1]`` — the panel factored where it lies, as pdpotrf on a
-``1 × p`` grid — waits once per step.  This is section 4.8's latency of the third dimension and of small
+reduction of the block column (``Pz > 1``) and the panel, one message from each holder whose rows a rank
+reads (its row panel from the holder of its own ``px``, its column panel from all ``Px``; a holder has its own
+rows), which arrive at different times: ``[1, p, 1]`` — the panel factored where it lies, as pdpotrf on a
+``1 × p`` grid — waits once per step, ``[Px, 1, 1]`` ``Px`` times.  This is section 4.8's latency of the third dimension and of small
 blocks.  The words are the exact model (:func:`~meshplan.models.factorization.cost.factor_cost`,
 mean per rank).  The flops are the trailing updates, ``2N³/3p`` (LU) or ``N³/3p`` (Cholesky), plus the
-panel factorization that no other rank shares, ``N²·v/(2·Px)`` — what larger blocks cost.  Seconds from the
+panel factorization, ``N²·v/(2·Px·Py)``: the holders of a block column share its panel, and with ``Py > 1``
+look-ahead overlaps it with the other grid columns' updates (each rank factors the panels of its own block
+columns), while on ``Py = 1`` every rank waits for every panel — what larger blocks cost.  Seconds from the
 machine's :class:`~meshplan.models.matmul.time.Rates`.
 
 Every message on a step's critical path is a wait of one busy rank for another.  Where calibrate measured
@@ -33,8 +36,9 @@ __all__ = ["factor_time", "step_messages", "step_rates"]
 def step_messages(kind: str, grid: FactorGrid) -> int:
     """Messages on the critical path of one step (module docstring)."""
     Px, Py, Pz = grid.Px, grid.Py, grid.Pz
-    if kind == "cholesky":  # the diagonal block down the grid column, one reduction, the panel
-        return (Px > 1) + (Pz > 1) + (grid.p > 1)
+    if kind == "cholesky":  # the diagonal block down the grid column, one reduction, the panel from each source
+        sources = Px if Py * Pz > 1 else Px - 1  # a holder has its own rows of the panel
+        return (Px > 1) + (Pz > 1) + (sources if grid.p > 1 else 0)
     tournament = math.ceil(math.log2(Px)) if Px > 1 else 0
     return tournament + 1 + 2 * (Pz > 1) + (Px > 1) + (Py * Pz > 1)
 
@@ -44,7 +48,9 @@ def factor_time(problem: FactorProblem, grid: FactorGrid, cost: Cost, rates: Rat
     N, v, p = problem.N, grid.v, problem.p
     steps = -(-N // v)
     update = (2.0 if problem.kind == "lu" else 1.0) * N ** 3 / (3 * p)
-    panel = N * N * v / (2.0 * grid.Px)
+    # the panel: with Py > 1 look-ahead spreads it (each rank factors the panels of its own block columns while
+    # the others update); with Py = 1 every rank of the layer waits for every panel
+    panel = N * N * v / (2.0 * grid.Px * grid.Py)
     return TimeModel.of(rates, steps * step_messages(problem.kind, grid), cost.per_rank, update + panel,
                         problem.dtype.itemsize)
 
