@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from meshplan.models.loops.control import Assign, Branch, Flow, Loop, Opaque, Work, assigned_vars
-from meshplan.solvers.counting.closed import NotAffine, closed_form, counting_function
+from meshplan.solvers.counting.closed import NotAffine, closed_form, counting_bounds, counting_function
 from meshplan.solvers.counting.sums import Bnd, smin, sum_bnd
 
 __all__ = ["count_flow", "RawCounts", "param_symbol", "unknown_symbol"]
@@ -135,7 +135,7 @@ class _Solver:
             head = f"`for {nd.var} …`" if nd.kind == "for" else "`while …`"
             self.opaque_loop(nd, f"u{self.n_unknown}", state, counts, f"{head} is outside the affine class ({why})")
             return
-        nb = Bnd.exact(n)
+        nb = n if isinstance(n, Bnd) else Bnd.exact(n)
         for name, b in body_counts.items():
             f = b.map(lambda e: _logs(e.xreplace(xd)))
             try:
@@ -151,6 +151,9 @@ class _Solver:
                 s = Bnd.exact(unknown_symbol(u))
             self.add(counts, name, s)
         for v in V:
+            if isinstance(n, Bnd):  # a bounded count: the variables' values after the loop are not known
+                state[v] = unknown_symbol(f"{v}_after_line{nd.line}")
+                continue
             try:
                 if v in need:
                     state[v] = sp.sympify(xd[cur[v]]).xreplace({d: n})
@@ -197,11 +200,24 @@ class _Solver:
         d = sp.Symbol(f"i{self.level_counter}_{nd.line}", integer=True, nonnegative=True)
         xs = closed_form(A, b, x0, d)
         xd = {cur[v]: xs[i] for i, v in enumerate(order)}
-        ns = []
+        ns, los, his = [], [], []
         for g in guard:
             s = g.xreplace(xd)
-            ns.append(counting_function(s, d))
-        n = smin(*ns)
+            try:
+                ns.append(counting_function(s, d))
+            except NotAffine:
+                got = counting_bounds(s, d)  # a linear recurrence: a lower and an upper count
+                if got is None:
+                    raise
+                los.append(got[0])
+                his.append(got[1])
+        if los:
+            n = Bnd(None, smin(*ns, *los), smin(*ns, *his))
+            self.notes.append(f"line {nd.line}: the guard's slack has several geometric terms (a linear "
+                              "recurrence); the loop count is bounded by the dominant term's counts with the "
+                              "others at their largest size (section 2.4.3)")
+        else:
+            n = smin(*ns)
         return n, xd, needed, d
 
 

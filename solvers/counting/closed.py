@@ -5,7 +5,9 @@
   so defective ``A`` such as ``y += z; z += 1`` works too);
 * :func:`counting_function` — the number of iterations ``n = min d: s(d) <= 0`` of one guard slack
   (equation 2.4): linear slacks give ``ceil(alpha / -beta)``, geometric ones ``ceil(log(r) / log(a))``,
-  quadratic ones the ceiling of a root; slacks with numbers only are counted directly.
+  quadratic ones the ceiling of a root; slacks with numbers only are counted directly;
+* :func:`counting_bounds` — a lower and an upper count for slacks with several geometric terms (linear
+  recurrences such as ``x, y = y, x + y``): one dominant term, the others bounded in size.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sympy as sp
 
 from meshplan.solvers.counting.sums import clamp0
 
-__all__ = ["closed_form", "counting_function", "NotAffine"]
+__all__ = ["closed_form", "counting_function", "counting_bounds", "NotAffine"]
 
 
 class NotAffine(Exception):
@@ -35,6 +37,10 @@ def closed_form(A: sp.Matrix, b: sp.Matrix, x0: sp.Matrix, d: sp.Symbol) -> sp.M
             else:
                 out.append(a ** d * x0[k] + bk * (a ** d - 1) / (a - 1))
         return sp.Matrix(out)
+    if not A.free_symbols:  # sympy's Jordan form of a matrix with cubic (or worse) eigenvalues takes minutes
+        _, factors = A.charpoly().factor_list()
+        if any(f.degree() > 2 for f, _ in factors):
+            raise NotAffine("the update matrix has eigenvalues of degree 3 or more (no closed form is formed)")
     M = sp.zeros(m + 1, m + 1)
     M[:m, :m] = A
     M[:m, m] = b
@@ -121,3 +127,37 @@ def _clamp_edge(e: sp.Expr) -> sp.Expr:
     if not edge:
         return clamp0(e)
     return sp.Max(0, e, evaluate=False)
+
+
+def counting_bounds(s: sp.Expr, d: sp.Symbol) -> tuple[sp.Expr, sp.Expr] | None:
+    """Lower and upper iteration counts of ``while s(d) > 0`` for ``s = alpha + sum_k gamma_k a_k**d`` with
+    numbers ``a_k`` and ``gamma_k``, one dominant decreasing term (``|a_1| > 1``, ``gamma_1 < 0``) and the
+    others of bounded size (``|a_k| <= 1``, so ``|gamma_k a_k**d| <= |gamma_k|``): the update of a linear
+    recurrence such as ``x, y = y, x + y`` (Fibonacci: ``a_1 = (1 + sqrt 5)/2``, ``a_2 = (1 - sqrt 5)/2``).
+    With ``E = sum_k>1 |gamma_k|``, ``alpha - E + gamma_1 a_1**d <= s <= alpha + E + gamma_1 a_1**d``, so the
+    counts of those two slacks (equation 2.4) bound the count, and they differ by at most
+    ``log((alpha + E)/(alpha - E)) / log(a_1) + 1``, which tends to 1 as ``alpha`` grows.  None for other forms."""
+    s = sp.expand(s)
+    alpha, rest = s.as_independent(d, as_Add=True)
+    groups: dict = {}
+    for term in sp.Add.make_args(rest):
+        coeff, pw = term.as_independent(d, as_Add=False)
+        if not (isinstance(pw, sp.Pow) and pw.exp == d and pw.base.is_number and coeff.is_number):
+            return None
+        key = sp.nsimplify(pw.base)
+        groups[key] = groups.get(key, 0) + coeff
+    terms = [(a, sp.nsimplify(sp.radsimp(g))) for a, g in groups.items() if sp.N(g, 30) != 0]
+    if len(terms) < 2:
+        return None
+    terms.sort(key=lambda t: -abs(sp.N(t[0], 30)))
+    (a1, g1), others = terms[0], terms[1:]
+    if not (sp.N(a1, 30) > 1 and sp.N(g1, 30) < 0) or any(abs(sp.N(a, 30)) > 1 for a, _ in others):
+        return None
+    E = sp.nsimplify(sum(abs(sp.N(g, 30)) for _, g in others), tolerance=1e-25, rational=False)
+    E = sp.Rational(sp.ceiling(sp.N(E, 30) * 10 ** 12), 10 ** 12)  # a rational just above the sum
+    g1, a1 = sp.radsimp(g1), sp.radsimp(a1)
+
+    def count(a):  # equation 2.4 for a + g1 a1**d (no log expansion: it is slow on surds)
+        return _clamp_edge(sp.ceiling(sp.log(a / -g1) / sp.log(a1)))
+    return count(alpha - E), count(alpha + E)
+

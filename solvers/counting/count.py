@@ -206,6 +206,10 @@ def _numeric(e: sp.Expr) -> sp.Expr:
                 return e.func(*[(_numeric(a), _numeric(b)) for a, b in e.args])
         return sp.nan
     args = [_numeric(a) for a in e.args]
+    if isinstance(e, sp.Mul) and any(a.is_zero for a in args):
+        # a count times 0 (an outer loop that does not run) is 0, also where the inner count's closed form is
+        # log(0) = -oo: the inner loop never runs either
+        return sp.Integer(0)
     if isinstance(e, sp.log) and args[0].is_number and args[0].is_nonpositive:
         # log(r) of a geometric counting function ceiling(log(r)/log(a)) (section 2.4.3) with r <= 0: the guard
         # fails before the first iteration, so the clamped count Max(0, …) is 0; -oo gives exactly that

@@ -192,7 +192,7 @@ def _exact(f: sp.Expr, d: sp.Symbol, n: sp.Expr, facts: tuple = ()) -> sp.Expr |
         if any(d in c.free_symbols for _, c in f.args):
             return None
         parts = [(_exact(e, d, n, facts), c) for e, c in f.args]
-        return None if any(p is None for p, _ in parts) else sp.Piecewise(*parts)
+        return None if any(p is None for p, _ in parts) else sp.Piecewise(*parts, evaluate=False)
     top = _upper_limit(n)
     f = _drop_max(f, d, top, facts)
     if d not in f.free_symbols:
@@ -200,6 +200,10 @@ def _exact(f: sp.Expr, d: sp.Symbol, n: sp.Expr, facts: tuple = ()) -> sp.Expr |
     total = sp.Integer(0)
     plain = sp.Integer(0)
     for term in sp.Add.make_args(sp.expand(f)):
+        logsum = _log_sum(term, d, top)
+        if logsum is not None:
+            total += logsum
+            continue
         maxes = [a for a in term.atoms(sp.Max) if d in a.free_symbols]
         if not maxes:
             plain += term
@@ -236,6 +240,83 @@ def _exact(f: sp.Expr, d: sp.Symbol, n: sp.Expr, facts: tuple = ()) -> sp.Expr |
     if rest is None:
         return None
     return total + rest
+
+
+def _log_ceiling(e: sp.Expr, d: sp.Symbol):
+    """``(B, b, m)`` when ``e`` is ``Max(0, ceiling(log(d + b)/log(B)) + m)`` or ``ceiling(log(d + b)/log(B))``
+    (then ``m = 0`` and ``b >= 1``) with integers ``B >= 2``, ``b``, ``m``: the count of a geometric loop
+    ``j = 1; while j < d + b: j *= B`` (plus ``m``), else None."""
+    bare = isinstance(e, sp.ceiling)
+    if isinstance(e, sp.Max) and len(e.args) == 2 and sp.S.Zero in e.args:
+        g = e.args[1 - e.args.index(sp.S.Zero)]
+    elif bare:
+        g = e
+    else:
+        return None
+    m, c = g.as_coeff_Add()
+    if not isinstance(c, sp.ceiling) or not m.is_Integer:
+        return None
+    h = c.args[0]
+    logs = [a for a in h.atoms(sp.log) if d in a.free_symbols]
+    if len(logs) != 1:
+        return None
+    lin = _linear(logs[0].args[0], d)  # log(a·d + c) = log(d + c/a) + log(a)
+    if lin is None or not (lin[0].is_number and lin[0] > 0):
+        return None
+    a, b = lin[0], sp.expand(lin[1] / lin[0])
+    if not (b.is_integer or b.is_Integer) or d in b.free_symbols:
+        return None
+    q, r = (sp.expand(h).coeff(logs[0]), sp.expand(h).subs(logs[0], 0))  # h = q·log(d + b) + r
+    if q.free_symbols or not q.is_positive or r.free_symbols:
+        return None
+    r = sp.nsimplify(sp.simplify(r + q * sp.log(a)))
+    if not r.is_Integer:  # ⌈log_B(s·x)⌉ with s not a power of B: not this form (bounds answer)
+        return None
+    m += r
+    B = sp.nsimplify(sp.exp(1 / q))
+    if not (B.is_Integer and B >= 2) or sp.simplify(q * sp.log(B) - 1) != 0:
+        return None
+    if bare and b.is_Integer and b < 1:  # ceiling(log(0)) is no count
+        return None  # (a parameter offset: the Max(0, …) a trip count always is, dropped for parameters >= 1)
+    return int(B), (int(b) if b.is_Integer else b), int(m)
+
+
+def _log_sum(term: sp.Expr, d: sp.Symbol, top: sp.Expr) -> sp.Expr | None:
+    """``sum_{d=0}^{top-1} c·Max(0, ⌈log_B(d + b)⌉ + m)`` exactly (a doubling loop inside a ``for``; thesis
+    section 2.4.4): with ``x = d + b``, ``Σ_{x=1}^{X} Max(0, ⌈log_B x⌉ + m)`` counts the pairs ``(x, k)`` with
+    ``x > B^(k-m-1)``, which is ``max(0, m)·X + (K - r0 + 1)·X - (B^K - B^(r0-1))/(B - 1)`` with
+    ``K = ⌈log_B X⌉`` and ``r0 = max(1, 1 - m)`` (0 while ``K < r0 - 1``)."""
+    c, rest = term.as_independent(d, as_Add=False)
+    got = _log_ceiling(rest, d)
+    if got is None:
+        return None
+    B, b, m = got
+    r0 = max(1, 1 - m)
+
+    def F(X):  # the sum over x = 1 … X >= 1 (and 0 at X = 0, where log(0) is taken as -oo)
+        K = sp.ceiling(sp.log(X) / sp.log(B))
+        if not isinstance(b, int):  # X may be 0 at a parameter 0: K clamped, so that 0·K is 0 there
+            K = sp.Max(0, K, evaluate=False)
+        tail = (K - r0 + 1) * X - (sp.Integer(B) ** K - sp.Integer(B) ** (r0 - 1)) / (B - 1)
+        if r0 >= 2:
+            tail = sp.Piecewise((tail, sp.Ge(X, B ** (r0 - 2) + 1)), (0, True))
+        return max(0, m) * X + tail
+
+    def f_int(x: int) -> int:  # one term, in integers: ⌈log_B x⌉ is the least K with B^K >= x
+        K = 0
+        while B ** K < x:
+            K += 1
+        return max(0, K + m)
+    X1 = b + top - 1
+    if isinstance(b, int):
+        lo = max(b, 1)
+        below = sum(f_int(x) for x in range(1, lo))  # the terms x = 1 … lo - 1 that the range leaves out
+        # kept unevaluated: parameters >= 1 make X1 >= lo look certain, but at a parameter 0 the loop is empty
+        return c * sp.Piecewise((F(X1) - below, sp.Ge(X1, lo, evaluate=False)), (0, True), evaluate=False)
+    # an offset b that is a parameter (may be 0 or negative: the terms x <= 0 are 0)
+    below = sp.Piecewise((F(b - 1), sp.Ge(b, 2, evaluate=False)), (0, True), evaluate=False)
+    nonempty = sp.And(sp.Ge(X1, 1, evaluate=False), sp.Ge(top, 1, evaluate=False), evaluate=False)
+    return c * sp.Piecewise((F(X1) - below, nonempty), (0, True), evaluate=False)
 
 
 def _drop_max(f: sp.Expr, d: sp.Symbol, top: sp.Expr, facts: tuple) -> sp.Expr:
