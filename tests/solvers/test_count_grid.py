@@ -138,3 +138,13 @@ def test_assert_inside_a_loop_is_refused():
     src = "def f(n, p, r):\n    for i in range(n):\n        assert 0 <= r < p\n        A[i] = 0\n"
     with pytest.raises(ParseError, match="top of the function"):
         CountProblem.of(src)
+
+
+def test_the_plan_names_the_grid_and_verifies_every_grid_point():
+    from meshplan.api.counting import count_iterations
+
+    plan = count_iterations(GEMM_2D, params="NI=5,NJ=7,NK=3,p=2,q=3", verify=True)
+    js = plan.to_json()
+    assert js["grid"] == {"ri": "p", "rj": "q"} and js["rank"] == "ri"
+    assert js["values"]["total"] == 36 and js["values"]["depth"] == 4  # ceil(5/2)*ceil(7/3)*(3+1); NK+1
+    assert plan.verification.ok
