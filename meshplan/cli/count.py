@@ -18,6 +18,7 @@ EXAMPLES = """\
 examples:
   meshplan count examples/loops/counting/prefix_sum.py --params n=1024,p=16
   meshplan count examples/loops/counting/prefix_sum.py --json
+  meshplan count examples/loops/counting/gemm_2d.py --params NI=6,NJ=8,NK=5,p=2,q=3 --verify
 """
 
 
@@ -34,7 +35,9 @@ def register(subparsers) -> None:
     p.add_argument("--params", default="", help="values to evaluate at, e.g. n=1024,p=16 (also u1=… for unknown loops)")
     p.add_argument("--bounds", default="", help="bounds of unknown loop counts, e.g. u1=0..100,u2=1..n")
     p.add_argument("--procs", default="p", help="name of the process-count parameter (default p)")
-    p.add_argument("--rank", default=None, help="name of the rank variable (default: rank, id, tid, pid or me)")
+    p.add_argument("--rank", default=None, help="name of the rank variable (default: rank, id, tid, pid or me); a "
+                                                "process grid is declared in the function instead: "
+                                                "assert 0 <= r < p and 0 <= s < q")
     p.add_argument("--verify", action="store_true",
                    help="run the loop nest with --params and check the symbolic counts against the executed ones")
     add_common_flags(p)
