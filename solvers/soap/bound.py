@@ -22,108 +22,18 @@ from meshplan.models.core.errors import ModelError
 from meshplan.models.soap.access import Finding, check_conditions
 from meshplan.models.soap.expand import expand_temporaries
 from meshplan.models.soap.scalars import split_scalars
-from meshplan.models.loops.program import Program, Statement, sym
+from meshplan.models.loops.program import Program, sym
 from meshplan.models.soap.sdg import SubProblem, build_sdg, subgraph_problem
 from meshplan.models.soap.symbolic import simplified
 from meshplan.solvers.soap.chi import SAMPLE_S, S, Intensity, dominating, intensity
+from meshplan.solvers.soap.counts import check_ranges, iterations
+from meshplan.solvers.soap.derive import derive_screened
 from meshplan.solvers.soap.memo import IntensityMemo
 from meshplan.solvers.soap.trivial import trivial_bound
 
-__all__ = ["ArrayBound", "ProgramBound", "analyze", "iterations", "leading_term", "P"]
+__all__ = ["ArrayBound", "ProgramBound", "analyze", "leading_term", "P"]
 
 P = sp.Symbol("p", positive=True)
-
-
-def _range_lengths(st: Statement):
-    """For every loop, its range length ``(upper − lower)·sign(step)`` at every vertex of the
-    enclosing loops' domain (each enclosing variable at its first or last value), as expressions
-    in the parameters.  The loop bounds are affine, so the smallest length over the domain is
-    among these.  A vertex at which a loop's range is empty (a constant length ≤ 0, such as
-    ``range(j)`` inside ``range(i)`` at ``i = 0``) runs no iteration of it, so the loops inside it
-    are not visited there."""
-    out = []
-    envs: list[dict] = [{}]
-    for n, lp in enumerate(st.loops):
-        sign = 1 if lp.step > 0 else -1
-        length = sign * (lp.upper - lp.lower)
-        out.append((lp, list(dict.fromkeys(sp.expand(length.subs(env)) for env in envs))))
-        later = set().union(*[(m.lower.free_symbols | m.upper.free_symbols) for m in st.loops[n + 1:]])
-        if lp.symbol not in later:
-            continue          # no later bound uses this variable: no need to visit its vertices
-        last = lp.upper - sign
-        envs = [{**env, lp.symbol: b.subs(env)} for env in envs
-                if not ((ln := sp.expand(length.subs(env))).is_number and ln <= 0)
-                for b in (lp.lower, last)]
-    return out
-
-
-def check_ranges(st: Statement, *, samples: int = 24) -> list[str]:
-    """Loop ranges must not have negative length: a symbolic sum over such a range subtracts
-    iterations (Σ_{k=a}^{b} with b < a−1 is negative), so |V| and the bound would be wrong.
-
-    A range whose length is negative at some iteration *whatever the sizes* (``for j in
-    range(1, N): for k in range(j+1, i+1)`` with ``j > i``) is rejected; one that is non-negative
-    only for some sizes (``range(t, N−t)`` needs ``N ≥ 2t``) is accepted, and the returned notes
-    state the assumption.  Regimes are sampled: the parameters at random large values."""
-    import random
-
-    rng = random.Random(5)
-    params = sorted({p for lp in st.loops for e in (lp.lower, lp.upper) for p in e.free_symbols},
-                    key=lambda x: x.name)
-    regimes = [{p: sp.Integer(1000) for p in params}] + [{p: sp.Integer(rng.randint(10, 10**6)) for p in params}
-                                                         for _ in range(samples)]
-    notes = []
-    for lp, lengths in _range_lengths(st):
-        lengths = list(dict.fromkeys(lengths))   # constant bounds repeat one length at every vertex
-        negative = [e for e in lengths if e.is_number and e < 0 or
-                    not e.is_number and any(float(e.xreplace(r)) < 0 for r in regimes)]
-        if not negative:
-            continue
-        if all(any(float(e.xreplace(r)) < 0 for e in lengths) for r in regimes):
-            raise ModelError(
-                f"statement {st.name}: the range of loop {lp.var} (range({lp.lower}, {lp.upper})) is empty "
-                f"with negative length for some iterations of the enclosing loops whatever the sizes "
-                f"(length {min(negative, key=lambda e: float(e.xreplace(regimes[0])))}); its iterations "
-                "cannot be counted by a symbolic sum — bound the enclosing loops so that the range is "
-                "never reversed (e.g. iterate the outer variable only where the inner range is non-empty)")
-        conds = sorted({f"{simplified(e)} >= 0" for e in negative if not e.is_number})
-        notes.append(f"statement {st.name}: assumes loop {lp.var}'s range is never reversed, i.e. "
-                     + " and ".join(conds))
-    return notes
-
-
-def iterations(st: Statement) -> sp.Expr:
-    """|V_St|: the number of iterations of the statement's loop nest (a sympy sum).
-
-    Unit-step loops over a polynomial count are summed in closed form by the counting
-    capability's power sums (:func:`meshplan.solvers.counting.sums.closed_sum`, Faulhaber: the
-    same value and sign convention as ``sympy.summation``, without its general machinery);
-    anything else (strided loops) goes through ``sympy.summation``."""
-    fast = _polynomial_iterations(st)
-    if fast is not None:
-        return fast
-    expr: sp.Expr = sp.Integer(1)
-    for lp in reversed(st.loops):
-        if lp.step == 1:
-            expr = sp.summation(expr, (lp.symbol, lp.lower, lp.upper - 1))
-        else:
-            k = sp.Dummy("k", integer=True)
-            body = expr.subs(lp.symbol, lp.lower + lp.step * k)
-            expr = sp.summation(body, (k, 0, sp.ceiling((lp.upper - lp.lower) / lp.step) - 1))
-    return sp.factor(simplified(expr))
-
-
-def _polynomial_iterations(st: Statement) -> sp.Expr | None:
-    from meshplan.solvers.counting.sums import closed_sum
-
-    expr: sp.Expr = sp.Integer(1)
-    for lp in reversed(st.loops):
-        if lp.step != 1:
-            return None
-        expr = closed_sum(expr, lp.symbol, lp.lower, lp.upper - 1)
-        if expr is None:
-            return None
-    return sp.factor(sp.expand(expr))
 
 
 @dataclass(frozen=True)
@@ -243,7 +153,7 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
                          "subgraph whose statements read them (their reads are then free, which can only "
                          "raise ρ: this covers every subgraph with any of them, of any size)")
     counted = {A for A in sdg.computed if A not in free}
-    results = _derive(problems, counted) if screen else [IntensityMemo(intensity)(p) for p in problems]
+    results = derive_screened(problems, counted) if screen else [IntensityMemo(intensity)(p) for p in problems]
     for st in program.statements:
         notes.extend(check_ranges(st))
     counts = {st.name: iterations(st) for st in program.statements}
@@ -268,106 +178,6 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
                          f"{', '.join(counted)} read or written once)")
     return ProgramBound(program, findings, tuple(results), tuple(arrays), bound, lead, bound / P,
                         time.perf_counter() - t0, tuple(notes), triv)
-
-
-def _derive(problems: list[SubProblem], counted: set[str]) -> list[Intensity]:
-    """The intensity of every subgraph in ``problems``: derived (:func:`intensity`, once per problem up
-    to renaming) for those that may lead an array of ``counted``, the screening bound for the rest.
-
-    Per array, the undecided subgraph with the largest screening bound (at the middle sampled S) is
-    derived next, until every other subgraph holding the array has a screening bound at most the
-    elementwise maximum of the derived ρ at every sampled S (:data:`SAMPLE_S`) and cannot win a tie
-    for it (strictly below at some sample, or after the first derived subgraph attaining it — the
-    per-array maximum takes the first dominating subgraph in order).  A subgraph that cannot be
-    screened is always derived; the one about to be derived first gets the screen's relaxation stage
-    (:class:`~meshplan.solvers.soap.screen.Relaxed`) and is set aside instead if that settles it.
-    The derived ρ are the ones ``screen=False`` gives, and a
-    screened subgraph's ρ is bounded by them, so the per-array maxima — and the bound — are the
-    same as deriving everything (up to ``Max`` arguments dominated at every sample)."""
-    from meshplan.solvers.soap.memo import canonical_key
-    from meshplan.solvers.soap.screen import screen
-
-    memo = IntensityMemo(intensity)
-    keys = [canonical_key(p) for p in problems]
-    first: dict[tuple, int] = {}
-    for i, k in enumerate(keys):
-        first.setdefault(k, i)
-    quick = {k: screen(problems[i]) for k, i in first.items()}
-    derived: dict[tuple, list[float]] = {}
-    holders = {A: [i for i, p in enumerate(problems) if A in p.arrays] for A in counted}
-    mid = len(SAMPLE_S) // 2
-
-    def derive(i: int) -> None:
-        it = memo(problems[i], keys[i])
-        derived[keys[i]] = [it.rho_at(s) for s in SAMPLE_S]
-
-    for k, q in quick.items():
-        if q is None:
-            derive(first[k])
-
-    def below(q: list[float], i: int, best: list[float], lead: int | None) -> bool:
-        if not all(a <= b * (1 + 1e-12) for a, b in zip(q, best)):
-            return False
-        return any(a < b * (1 - 1e-12) for a, b in zip(q, best)) or (lead is not None and lead < i)
-
-    def refine(i: int, deep: bool = False) -> bool:
-        """Lower subgraph ``i``'s bound by one stage (:meth:`Screen.refined`: linear domination, then, with
-        ``deep``, the relaxation); whether it changed."""
-        finer = quick[keys[i]].refined(deep)
-        if finer is not None:
-            quick[keys[i]] = finer
-        return finer is not None
-
-    def settled(i: int, best: list[float] | None, lead: int | None) -> bool:
-        """Whether subgraph ``i`` is derived or below ``best`` (with the finer bounds while the cheaper are not)."""
-        if keys[i] in derived:
-            return True
-        if best is None:
-            return False
-        while not below(quick[keys[i]].values, i, best, lead):
-            if not refine(i):
-                return False
-        return True
-
-    def deepened(i: int, best: list[float], lead: int | None) -> bool:
-        """Whether subgraph ``i`` falls below ``best`` with the dearer stages (the relaxation) too."""
-        while refine(i, deep=True):
-            if below(quick[keys[i]].values, i, best, lead):
-                return True
-        return False
-
-    def pick(open_: list[int]) -> int:
-        """The open subgraph with the largest finer bound at the middle S (first in order on ties), refining
-        in order of the current bounds only until none left can win (refining only lowers a bound)."""
-        def key(i):
-            return (quick[keys[i]].values[mid], -i)
-        top = None
-        for i in sorted(open_, key=key, reverse=True):
-            if top is not None and key(i) <= key(top):
-                break
-            refine(i)
-            if top is None or key(i) > key(top):
-                top = i
-        return top
-
-    while True:
-        progressed = False
-        for A in sorted(counted):
-            rows = [(i, derived[keys[i]]) for i in holders[A] if keys[i] in derived]
-            best = [max(col) for col in zip(*[r for _, r in rows])] if rows else None
-            lead = next((i for i, r in rows if all(a >= b * (1 - 1e-12) for a, b in zip(r, best))), None)
-            open_ = [i for i in holders[A] if not settled(i, best, lead)]
-            while open_:    # the relaxation stage only for the subgraph about to be derived (it is dearer)
-                i = pick(open_)
-                if best is not None and deepened(i, best, lead):
-                    open_.remove(i)
-                    continue
-                derive(i)
-                progressed = True
-                break
-        if not progressed:
-            break
-    return [memo(p, keys[i]) if keys[i] in derived else quick[keys[i]].intensity(p) for i, p in enumerate(problems)]
 
 
 def _leading_params(expr: sp.Expr, params) -> sp.Expr:
@@ -473,7 +283,7 @@ def _unbounded(problems: list[SubProblem], seen: dict) -> tuple[str, ...]:
     from meshplan.models.soap.cases import has_max, split_cases
     from meshplan.solvers.soap.memo import canonical_key
     from meshplan.solvers.soap.pyramid import pyramid_shape
-    from meshplan.solvers.soap.relax import unbounded_statements
+    from meshplan.solvers.soap.rays import unbounded_statements
 
     out: list[str] = []
     for p in problems:

@@ -59,8 +59,9 @@ from meshplan.models.soap.sdg import SubProblem
 from meshplan.solvers.soap.chi import SAMPLE_S, Intensity, dominating
 from meshplan.solvers.soap.pyramid import pyramid_shape
 from meshplan.solvers.soap.dual import log_constant
-from meshplan.solvers.soap.relax import (_am_gm_constant, _monomials, joint_relaxation, linear_domination,
-                                         relaxation, simplex)
+from meshplan.solvers.soap.domination import linear_domination
+from meshplan.solvers.soap.monomials import monomials
+from meshplan.solvers.soap.relax import am_gm_constant, joint_relaxation, relaxation, simplex
 from meshplan.solvers.soap.symbols import S, X
 
 __all__ = ["Screen", "screen"]
@@ -128,10 +129,10 @@ class Screen:
     def _reported(self) -> tuple:
         """``(χ, X0, ρ)`` as reported (once per bound: subgraphs equal up to renaming share it)."""
         W = sp.Rational(self.exponent)
-        chis = [sp.Add(*[_am_gm_constant(ws, Ws) * X ** sp.Rational(Ws) for ws, Ws in case]) for case in self.cases]
+        chis = [sp.Add(*[am_gm_constant(ws, Ws) * X ** sp.Rational(Ws) for ws, Ws in case]) for case in self.cases]
         if self.exponent <= 1:
             X0 = sp.oo
-            rhos = [sp.Add(*[_am_gm_constant(ws, Ws) for ws, Ws in case if Ws == 1]) for case in self.cases]
+            rhos = [sp.Add(*[am_gm_constant(ws, Ws) for ws, Ws in case if Ws == 1]) for case in self.cases]
             for n, z in enumerate(self.linear):
                 if z is not None and z <= float(rhos[n]):
                     rhos[n] = sp.Rational(z)
@@ -241,7 +242,7 @@ def screen(problem: SubProblem) -> Screen | None:
         return None        # a case may take the KKT route, whose X0 the other cases are evaluated at
     out = []
     for case in cases:
-        monos = _monomials(case)
+        monos = monomials(case)
         stmts = []
         for _, cls in case.work:
             lp = simplex(case, cls)

@@ -238,7 +238,7 @@ def test_triangular_nests_empty_at_a_vertex_are_accepted():
     r = analyze(p)
     N = sym("N")
     counted = sum(1 for i in range(9) for j in range(i) for k in range(j))
-    from meshplan.solvers.soap.bound import iterations
+    from meshplan.solvers.soap.counts import iterations
 
     assert iterations(p.statements[0]).subs(N, 9) == counted
     assert not any("reversed" in n for n in r.notes)

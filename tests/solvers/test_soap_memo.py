@@ -129,17 +129,17 @@ def test_skipping_the_face_search_at_a_nondegenerate_vertex_changes_no_certifica
     st.lists(st.lists(st.integers(0, 1), min_size=n, max_size=n), min_size=1, max_size=4),
     st.lists(st.lists(st.integers(-1, 1), min_size=n, max_size=n), max_size=3))))
 def test_boundedness_shortcuts_agree_with_the_simplex(lp):
-    """relax._bounded decides most exponent LPs from their rays (``None``: the simplex decides); where it
+    """rays.bounded decides most exponent LPs from their rays (``None``: the simplex decides); where it
     decides it must agree with the simplex."""
-    from meshplan.solvers.soap.relax import _bounded
+    from meshplan.solvers.soap.rays import bounded
 
     a = [F(v) for v in lp[0]]
     A = [[F(v) for v in r] for r in lp[1]]
     G = [[F(v) for v in r] for r in lp[2]]
     ref = max_le_one(a, A + G, [F(1)] * len(A) + [F(0)] * len(G)) is not None
-    assert _bounded((None, A, G, a)) in (ref, None)
+    assert bounded((None, A, G, a)) in (ref, None)
     if not G:                   # without order rows the rays always decide
-        assert _bounded((None, A, G, a)) == ref
+        assert bounded((None, A, G, a)) == ref
 
 
 @settings(max_examples=40, deadline=None)
@@ -148,7 +148,7 @@ def test_iteration_counts_by_power_sums_equal_sympy_summation(soap_programs, dat
     """|V| of every statement by the power-sum route is sympy's summation of the nest, term for term."""
     import sympy as sp
 
-    from meshplan.solvers.soap.bound import _polynomial_iterations
+    from meshplan.solvers.soap.counts import _polynomial_iterations
 
     (p,) = parse_source(data.draw(soap_programs))
     for stmt in p.statements:
@@ -165,18 +165,18 @@ def test_iteration_counts_by_power_sums_equal_sympy_summation(soap_programs, dat
     st.dictionaries(st.sampled_from("abcd"), st.integers(1, 4)),
     st.lists(st.dictionaries(st.sampled_from("abcd"), st.integers(-2, 2).filter(bool), min_size=1), max_size=3)))
 def test_domination_certificate_is_sound(case):
-    """relax._dominated(work, access, constraints) certifies ∏D^work ≤ ∏D^access for every |D| ≥ 1 with
+    """domination.dominated(work, access, constraints) certifies ∏D^work ≤ ∏D^access for every |D| ≥ 1 with
     ∏D^g ≤ 1 for each order row g: no D of a grid (log |D| in {0, 0.7, 2, 5} per variable) satisfying
     the rows breaks a certified pair, and without rows the certificate is exact (every access exponent
     ≥ the work's)."""
     import itertools
 
-    from meshplan.solvers.soap.relax import _dominated
+    from meshplan.solvers.soap.domination import dominated
 
     work, access, rows = case
     access = {v: F(e, 2) for v, e in access.items()}
     rows = [tuple(sorted((v, F(e)) for v, e in g.items())) for g in rows]
-    ok = _dominated({v: F(e) for v, e in work.items()}, access, tuple(rows))
+    ok = dominated({v: F(e) for v, e in work.items()}, access, tuple(rows))
     if not rows:
         assert ok == all(access.get(v, 0) >= e for v, e in work.items())
     if ok:

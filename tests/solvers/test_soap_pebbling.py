@@ -72,3 +72,24 @@ def test_an_empty_iteration_domain_has_a_zero_bound(name):
     values = {k: 1 for k in p.params}
     assert cdag(p, values).n == 0
     assert analyze(p).evaluate({**values, "S": 1}) <= 0
+
+
+_CONSTANT_THEN_UPDATE = """def gen(N, M):
+    for i in range(0, N):
+        C[i] = 1.0
+    for i in range(0, M):
+        C[i] += A[i, i] * B[i, i]
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="the fused {C} subgraph counts one older version of C per element for the "
+                   "update, but that version is the constant C[i] = 1.0, computed in the same tile from nothing: "
+                   "rho = 2/3 gives 3(M + N)/2, above the exhaustive optimum (found by hypothesis in "
+                   "test_random_programs_respect_their_bound; docs/bound.md, exhaustive pebbling check)")
+@pytest.mark.parametrize("sizes", [(2, 1, 4), (3, 2, 4)])
+def test_an_update_of_a_constant_is_bounded_by_the_optimal_pebbling(sizes):
+    n, m, memory = sizes
+    (p,) = parse_source(_CONSTANT_THEN_UPDATE)
+    optimum = optimal_io(cdag(p, {"N": n, "M": m}), memory)
+    assert optimum == (4 if n == 2 else 7)              # load A[i, i], B[i, i]; store every C[i]
+    assert analyze(p).evaluate({"N": n, "M": m, "S": memory}) <= optimum

@@ -120,14 +120,14 @@ def test_a_dual_with_huge_denominators_gives_a_rational_just_above_the_am_gm_con
     import math
     from fractions import Fraction as F
 
-    from meshplan.solvers.soap.relax import _am_gm_constant
+    from meshplan.solvers.soap.relax import am_gm_constant
 
     w = ((F(56321449, 102307741), F(1, 2)), (F(45986292, 102307741), F(1, 2)),
          (F(37547339, 204615482), F(1, 2)), (F(45986292, 102307741), F(1, 1)), (F(75095559, 204615482), F(1, 1)))
     exact = math.exp(sum(float(a) * math.log(float(a / (2 * c))) for a, c in w))
-    c = _am_gm_constant(w, F(2))
+    c = am_gm_constant(w, F(2))
     assert exact <= float(c) <= exact * (1 + 1e-9)
-    assert str(_am_gm_constant(((F(1, 2), F(1)), (F(1, 2), F(1))), F(1))) == "1/2"  # (1/2)^(1/2)·(1/2)^(1/2)
+    assert str(am_gm_constant(((F(1, 2), F(1)), (F(1, 2), F(1))), F(1))) == "1/2"  # (1/2)^(1/2)·(1/2)^(1/2)
     src = ("def gen(N, M):\n    for i in range(0, N):\n        for j in range(i + 1, M):\n            A[j] = C[i]\n"
            "    for i in range(1, N):\n        for j in range(i + 1, M):\n            for k in range(j + 1, j + 1):\n"
            "                A[i] += A[i + -1] * B[i + 1, j] * A[j]\n    for i in range(0, M):\n"

@@ -1,0 +1,92 @@
+"""Linear domination: χ(X) ≤ z·X when every statement's work is at most one access monomial (section 5.4.5).
+
+For subgraphs whose leading exponent is at most 1 (matrix–vector kernels), spreading each work monomial
+fractionally over the access monomials that dominate it bounds χ by an exact LP, tighter than the sum of
+the statements' AM–GM constants when several statements share the work.
+"""
+
+from __future__ import annotations
+
+import functools
+from fractions import Fraction
+
+from meshplan.models.soap.sdg import SubProblem
+from meshplan.solvers.soap.lp import max_le_one
+from meshplan.solvers.soap.monomials import cached, monomials, structure
+
+__all__ = ["linear_domination", "dominated"]
+
+
+def dominated(work: dict, access: dict, constraints) -> bool:
+    """``∏D^work ≤ ∏D^access`` for all |D| ≥ 1 satisfying the order constraints.
+
+    With ``e = access − work`` it suffices that ``e + μ·g ≥ 0`` for some
+    ``μ ≥ 0`` and one constraint ``∏D^g ≤ 1`` (or none): then
+    ``∏D^e ≥ ∏D^{−μg} ≥ 1``.
+    """
+    e = dict(access)
+    for v, x in work.items():
+        e[v] = e.get(v, 0) - x
+    short = {v: x for v, x in e.items() if x < 0}
+    if not short:
+        return True
+    for g in constraints:          # μ ≥ -e_v/g_v where g_v > 0, μ ≤ e_v/(-g_v) where g_v < 0 (e_v = 0 off e)
+        gd = dict(g)
+        if any(gd.get(v, 0) <= 0 for v in short):
+            continue               # a short variable this row cannot lift
+        lo = max(Fraction(-x) / gd[v] for v, x in short.items())
+        caps = [Fraction(e.get(v, 0)) / -gv for v, gv in gd.items() if gv < 0]
+        if not caps or lo <= min(caps):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=16384)
+def _dominated_key(work: tuple, access: tuple, constraints: tuple) -> bool:
+    return dominated(dict(work), dict(access), constraints)
+
+
+def linear_domination(problem: SubProblem):
+    """``z`` with χ(X) ≤ z·X, from spreading each work monomial over access monomials ≥ it
+    (once per access table, order constraints and work)."""
+    key = (*structure(problem)[1:], tuple(cls for _, cls in problem.work))
+    return cached(_LINEAR, key, lambda: _solve_linear_domination(problem))
+
+
+_LINEAR: dict = {}
+
+
+def _solve_linear_domination(problem: SubProblem):
+    """``z`` with χ(X) ≤ z·X, from spreading each work monomial over access monomials ≥ it.
+
+    If a work monomial ``m_s`` is ≤ an access monomial ``n_j`` for all |D| ≥ 1
+    (under the case's order constraints, :func:`dominated`), any fractional
+    assignment ``a_sj ≥ 0`` with ``Σ_j a_sj = 1`` gives
+    ``Σ_s m_s ≤ Σ_j (Σ_s a_sj) n_j ≤ max_j (Σ_s a_sj / c_j) · Σ_j c_j n_j ≤ z·X``.
+    The best ``z`` is an LP, solved exactly: with ``b = a/z`` and ``θ = 1/z``,
+    ``max θ  s.t.  Σ_s b_sj ≤ c_j,  θ ≤ Σ_j b_sj,  b, θ ≥ 0``.  Tighter than the
+    AM-GM sum when several statements share the work (``None`` when some work
+    monomial is dominated by no access monomial).
+    """
+    monos = monomials(problem)
+    keys = [k for k in monos if k]
+    works = [dict((v, Fraction(cls.count(v))) for v in set(cls)) for _, cls in problem.work]
+    pairs = []                       # (s, j) with m_s ≤ n_j
+    for si, w in enumerate(works):
+        wk = tuple(sorted(w.items()))
+        cands = [j for j, k in enumerate(keys) if _dominated_key(wk, k, problem.constraints)]
+        if not cands:
+            return None
+        pairs += [(si, j) for j in cands]
+    nvar = len(pairs) + 1            # b_sj ..., θ
+    rows, rhs = [], []
+    for j, k in enumerate(keys):     # Σ_s b_sj ≤ c_j
+        rows.append([Fraction(int(pj == j)) for _, pj in pairs] + [Fraction(0)])
+        rhs.append(monos[k])
+    for si in range(len(works)):     # θ − Σ_j b_sj ≤ 0
+        rows.append([Fraction(-int(ps == si)) for ps, _ in pairs] + [Fraction(1)])
+        rhs.append(Fraction(0))
+    res = max_le_one([Fraction(0)] * (nvar - 1) + [Fraction(1)], rows, rhs)
+    if res is None or res[0] <= 0:
+        return None
+    return 1 / res[0]

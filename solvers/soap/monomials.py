@@ -1,0 +1,140 @@
+"""Access terms as posynomials, and the identity of an exponent LP (sections 5.4.2, 5.4.3, 5.4.5).
+
+Each access term of problem (5.8) is bounded below by a posynomial — Lemma 5.3 by ``∏|D|``, Corollary 5.1
+by the mean of its leading monomials ``t_i ∏_{k≠i} |D_k|`` — whose monomials are the rows of the exponent
+LP of :mod:`meshplan.solvers.soap.relax`.  Their tables and the order constraints of a max case get
+interned numbers, so that the LPs, their duals and the relaxations are cached by structure
+(:func:`lp_key`) without hashing exponents again.
+
+The problems here are single cases (:func:`meshplan.models.soap.cases.split_cases`): one variable per
+side, no unions.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from fractions import Fraction
+
+from meshplan.models.soap.sdg import SubProblem, Term
+
+__all__ = ["posynomial", "monomials", "lp_key", "structure", "cached", "CACHE_LIMIT"]
+
+
+def _sides(vs: tuple[str, ...]) -> list[tuple[Fraction, dict[str, Fraction]]]:
+    """A box side as a monomial (one variable; a max must be split into cases first)."""
+    if not vs:
+        return [(Fraction(1), {})]
+    if len(vs) > 1:
+        raise ValueError(f"side max({', '.join(vs)}): split the max cases first (models.soap.cases)")
+    return [(Fraction(1), {vs[0]: Fraction(1)})]
+
+
+def _mul(a, b):
+    return [(ca * cb, _add(ea, eb)) for ca, ea in a for cb, eb in b]
+
+
+def _add(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+def posynomial(term: Term) -> list[tuple[Fraction, dict[str, Fraction]]]:
+    """Monomials ``c·∏ D^e`` whose sum is ≤ the term's size for all |D| ≥ t̂."""
+    def box(dims):
+        out = [(Fraction(1), {})]
+        for d in dims:
+            out = _mul(out, _sides(d))
+        return out
+
+    if term.kind == "union":
+        raise ValueError(f"union term {term.array}: split the max cases first (models.soap.cases)")
+    sides = [_sides(d) for d in term.dims]
+    t = list(term.t)
+    if term.kind == "inout":
+        sides.append([(Fraction(1), {v: Fraction(1) for v in term.version})])
+        t.append(term.t_version)
+        act = [i for i, ti in enumerate(t) if ti > 0]
+        out = []
+        for i in act:   # ∏s - ∏(s-t) ≥ t_i ∏_{k≠i} s_k for every i, so ≥ their mean
+            mon = [(Fraction(t[i], len(act)), {})]
+            for k, sd in enumerate(sides):
+                if k != i:
+                    mon = _mul(mon, sd)
+            out += mon
+        return out
+    out = [(Fraction(1), {})]
+    for sd in sides:
+        out = _mul(out, sd)
+    return out   # Lemma 5.3: ≥ ∏ s
+
+
+def cached(store: dict, key, compute):
+    """``store[key]``, computed on a miss; a store past :data:`CACHE_LIMIT` entries is emptied first."""
+    if key not in store:
+        if len(store) > CACHE_LIMIT:
+            store.clear()
+        store[key] = compute()
+    return store[key]
+
+
+CACHE_LIMIT = 8192
+
+
+def monomials(problem: SubProblem) -> dict[tuple, Fraction]:
+    """The access monomials ``∏ D^e`` of the problem's terms and their coefficients (shared: read only)."""
+    return structure(problem)[0]
+
+
+def lp_key(problem: SubProblem, work_cls) -> tuple:
+    """The identity of one exponent LP: the problem's classes, access monomials (by an interned number)
+    and order constraints, and the work monomial."""
+    _, monos_id, constraints_id = structure(problem)
+    return (problem.classes, monos_id, constraints_id, tuple(work_cls))
+
+
+def structure(problem: SubProblem) -> tuple[dict, int, int]:
+    """``(access monomials, their number, the order constraints' number)`` of ``problem``, looked up by
+    the object itself (a frozen value, asked for thousands of times per program) before its terms and
+    constraints are hashed again (hashing their ``Fraction`` exponents dominated the lookups)."""
+    got = _BY_OBJECT.get(id(problem))
+    if got is not None and got[0] is problem:
+        return got[1]
+    monos, monos_id = _monomials_of(problem.terms)
+    out = (monos, monos_id, _intern(_CONSTRAINT_IDS, problem.constraints))
+    if len(_BY_OBJECT) > CACHE_LIMIT:
+        _BY_OBJECT.clear()
+    _BY_OBJECT[id(problem)] = (problem, out)   # the entry holds the object, so its id is not reused
+    return out
+
+
+_BY_OBJECT: dict[int, tuple] = {}
+
+
+#: access-monomial tables and order constraints → a number (the cache keys hold the number, so a
+#: lookup does not hash the exponents again); numbers are never reused (the caches keyed by them
+#: stay right when a table is cleared)
+_MONO_IDS: dict[tuple, int] = {}
+_CONSTRAINT_IDS: dict[tuple, int] = {}
+_NEXT_ID = itertools.count()
+
+
+def _intern(table: dict, value: tuple) -> int:
+    got = table.get(value)
+    if got is None:
+        if len(table) > 65536:
+            table.clear()
+        got = table[value] = next(_NEXT_ID)
+    return got
+
+
+@functools.lru_cache(maxsize=8192)
+def _monomials_of(terms: tuple) -> tuple[dict[tuple, Fraction], int]:
+    monos: dict[tuple, Fraction] = {}
+    for term in terms:
+        for c, e in posynomial(term):
+            key = tuple(sorted((k, v) for k, v in e.items() if v != 0))
+            monos[key] = monos.get(key, Fraction(0)) + c
+    return monos, _intern(_MONO_IDS, tuple(monos.items()))
