@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from meshplan.api.inputs import as_params, as_seconds, is_file
@@ -136,7 +135,7 @@ def schedule_json(program, doc: dict, values: dict[str, int]) -> dict:
     """``meshplan bound --schedule``: replay the dominant subgraph's integer tiles (or its continuous tiles
     at S, rounded; the plain loop order when there are none) through an LRU fast memory of ``S`` words
     (:mod:`meshplan.models.soap.replay`) and compare with the bound ``doc`` reports at these sizes."""
-    from meshplan.models.soap.replay import schedule_report
+    from meshplan.models.soap.schedules import schedule_report
 
     missing = [p for p in program.params if p not in values] + ([] if "S" in values else ["S"])
     if missing:

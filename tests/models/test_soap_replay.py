@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from meshplan.models.core.errors import ModelError
 from meshplan.models.loops.frontend import parse_file, parse_source
 from meshplan.models.loops.program import sym
-from meshplan.models.soap.replay import (best_schedule, build_trace, legal, loop_order, lru_io, replay_order,
-                                         stream, tiled_order)
+from meshplan.models.soap.replay import build_trace, legal, loop_order, lru_io, replay_order, stream, tiled_order
+from meshplan.models.soap.schedules import best_schedule
 
 EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
 
