@@ -47,7 +47,8 @@ print(json.dumps(out, sort_keys=True))
 
 def test_every_planner_gives_the_same_plan_in_fresh_processes():
     procs = [subprocess.Popen([sys.executable, "-c", PROBE], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONHASHSEED": str(seed)}) for seed in (0, 1, 2)]
+                              env={**os.environ, "PYTHONHASHSEED": str(seed)}, cwd="/")
+             for seed in (0, 1, 2)]
     outs = []
     for proc in procs:
         out, _ = proc.communicate(timeout=300)
