@@ -14,16 +14,25 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import sympy as sp
-
 from meshplan.models.core.errors import ModelError
 from meshplan.models.core.limits import limit
-from meshplan.models.counting.execute import compile_expr, execute_ranks
+from meshplan.models.counting.execute import execute_ranks
 from meshplan.models.loops.control import Flow
 from meshplan.solvers.counting.affine import count_affine
+from meshplan.solvers.counting.analyze import count_flow, param_symbol, unknown_symbol
 from meshplan.solvers.counting.barvinok import SharedPrinter
 from meshplan.solvers.counting.blocks import count_blocks
-from meshplan.solvers.counting.analyze import count_flow, param_symbol, unknown_symbol
-from meshplan.solvers.counting.metrics import available_parallelism, depth, efficiency, rank_max, tidy, work
+from meshplan.solvers.counting.evaluate import as_number, compiled, numeric, within
+from meshplan.solvers.counting.metrics import (
+    available_parallelism,
+    depth,
+    efficiency,
+    fold_pieces,
+    grid_metrics,
+    rank_max,
+    tidy,
+    work,
+)
 from meshplan.solvers.counting.sums import Bnd
 
 __all__ = ["count_problem", "CountResult", "StatementCount", "parse_bounds"]
@@ -60,7 +69,7 @@ class CountResult:
 
     def _metrics(self, N: sp.Expr) -> dict:
         if len(self.procs) > 1:
-            return _grid_metrics(N, self.procs)
+            return grid_metrics(N, self.procs)
         if self.p.name not in {s.name for s in N.free_symbols}:  # no process count: sequential code
             return {"work": N, "depth": N, "efficiency": 1 / self.p, "available_parallelism": sp.Integer(1)}
         W = work(N, self.p)
@@ -88,7 +97,7 @@ class CountResult:
         if e is None:
             return None
         e = sp.sympify(e)
-        names, fast = _compiled(e)
+        names, fast = compiled(e)
         if fast is not None and names <= set(values):
             try:  # exact rational arithmetic, no sympy evaluation (fast on Barvinok's piecewise counts)
                 v = fast({k: Fraction(v) for k, v in values.items()})
@@ -98,7 +107,7 @@ class CountResult:
         rep = {s: sp.sympify(values[s.name]) for s in e.free_symbols if s.name in values}
         with sp.evaluate(False):
             v = e.xreplace(rep)
-        v = _numeric(v)
+        v = numeric(v)
         if v.free_symbols:
             return v
         if v.is_infinite:
@@ -122,12 +131,14 @@ class CountResult:
         for st in self.statements:
             got = counts.get(st.name, 0)
             lo, hi = self.evaluate(st.count.lo, values), self.evaluate(st.count.hi, values)
-            good = _within(lo, got, hi)
+            good = within(lo, got, hi)
             ok = ok and good
-            rows.append({"statement": st.name, "executed": got, "lower": _num(lo), "upper": _num(hi), "ok": good})
+            rows.append({"statement": st.name, "executed": got, "lower": as_number(lo), "upper": as_number(hi),
+                         "ok": good})
         lo, hi = self.evaluate(self.total.lo, values), self.evaluate(self.total.hi, values)
-        tok = _within(lo, total, hi)
-        rows.append({"statement": "total", "executed": total, "lower": _num(lo), "upper": _num(hi), "ok": tok})
+        tok = within(lo, total, hi)
+        rows.append({"statement": "total", "executed": total, "lower": as_number(lo), "upper": as_number(hi),
+                     "ok": tok})
         return {"ok": ok and tok, "values": dict(values), "rows": rows}
 
     def to_json(self, values: dict | None = None) -> dict:
@@ -170,119 +181,14 @@ class CountResult:
                 out["bounds"][k] = {"lower": s(lo), "upper": s(hi)}
                 exprs[k] = (lo, hi)
         if values:
-            val = {st.name: _num(self.evaluate(st.count.value, values)) for st in self.statements}
-            val["total"] = _num(self.evaluate(self.total.value, values))
+            val = {st.name: as_number(self.evaluate(st.count.value, values)) for st in self.statements}
+            val["total"] = as_number(self.evaluate(self.total.value, values))
             for k in ("work", "depth", "efficiency", "available_parallelism"):
-                val[k] = _num(self.evaluate(m[k], values))
+                val[k] = as_number(self.evaluate(m[k], values))
             for k in out["bounds"]:
-                val[f"{k}_bounds"] = [_num(self.evaluate(e, values)) for e in exprs[k]]
+                val[f"{k}_bounds"] = [as_number(self.evaluate(e, values)) for e in exprs[k]]
             out["values"] = val
         return out
-
-
-@functools.lru_cache(maxsize=512)
-def _compiled(e: sp.Expr):
-    """The names ``e`` needs and an exact evaluator of ``e`` (None when it has logs or roots)."""
-    names = frozenset(s.name for s in e.free_symbols)
-    if e.has(sp.log, sp.exp) or not all(a.exp.is_Integer for a in e.atoms(sp.Pow)):
-        return names, None
-    try:
-        return names, compile_expr(e)
-    except ModelError:
-        return names, None
-
-
-def _numeric(e: sp.Expr) -> sp.Expr:
-    """Ceilings/floors of numbers evaluated with 60 digits (exact integers such as ``log(64)/log(2)``
-    snap to themselves), innermost first; the rest by sympy."""
-    if e.is_Atom:
-        return e
-    if isinstance(e, sp.Piecewise):  # the first piece whose condition holds; the others are not evaluated
-        for v, c in e.args:
-            c = _numeric(c) if not isinstance(c, bool) else sp.sympify(c)
-            if c is sp.true or c is True:
-                return _numeric(v)
-            if c is not sp.false and c is not False:
-                return e.func(*[(_numeric(a), _numeric(b)) for a, b in e.args])
-        return sp.nan
-    args = [_numeric(a) for a in e.args]
-    if isinstance(e, sp.Mul) and any(a.is_zero for a in args):
-        # a count times 0 (an outer loop that does not run) is 0, also where the inner count's closed form is
-        # log(0) = -oo: the inner loop never runs either
-        return sp.Integer(0)
-    if isinstance(e, sp.log) and args[0].is_number and args[0].is_nonpositive:
-        # log(r) of a geometric counting function ceiling(log(r)/log(a)) (section 2.4.3) with r <= 0: the guard
-        # fails before the first iteration, so the clamped count Max(0, …) is 0; -oo gives exactly that
-        return sp.S.NegativeInfinity
-    if isinstance(e, (sp.ceiling, sp.floor)) and args[0].is_number and args[0].is_infinite:
-        return args[0]
-    if isinstance(e, (sp.ceiling, sp.floor)) and args[0].is_number:
-        x = sp.N(args[0], 60)
-        r = sp.Integer(round(x))
-        if abs(x - r) < sp.Float("1e-40", 60):
-            return r
-        return sp.Integer(int(sp.ceiling(x) if isinstance(e, sp.ceiling) else sp.floor(x)))
-    return e.func(*args)
-
-
-def _grid_metrics(N: sp.Expr, procs: tuple[sp.Symbol, ...]) -> dict:
-    """W, D, E_p and the available parallelism on a process grid: W at every count 1, D as every count grows
-    without bound (one after the other: each block count ``ceiling(E/q)`` settles at 1 once ``q >= E``),
-    ``E_p = W / (P N)`` with ``P`` the product of the counts."""
-    P = sp.Mul(*procs)
-    if not N.free_symbols & set(procs):
-        return {"work": N, "depth": N, "efficiency": 1 / P, "available_parallelism": sp.Integer(1)}
-    W = tidy(_fold(work(N.xreplace({q: sp.Integer(1) for q in procs[1:]}), procs[0])))
-    D = N
-    for q in procs:
-        D = depth(D, q)
-    D = tidy(_fold(D))
-    # quotients of piecewise counts are kept as quotients: evaluated, a piece's 0/0 would print as zoo
-    E = sp.Integer(1) / P if sp.expand(W - N) == 0 else _ratio(W, P * N)
-    par = _ratio(W, D) if D.is_finite and D != 0 else sp.oo
-    return {"work": W, "depth": D, "efficiency": E, "available_parallelism": par}
-
-
-def _ratio(a: sp.Expr, b: sp.Expr) -> sp.Expr:
-    """``a / b``, simplified unless a piecewise count is involved (then undefined where both are 0)."""
-    if a.has(sp.Piecewise) or b.has(sp.Piecewise):
-        return sp.Mul(a, sp.Pow(b, -1, evaluate=False), evaluate=False)
-    return tidy(a / b)
-
-
-def _fold(e: sp.Expr) -> sp.Expr:
-    """One flat ``Piecewise`` for a sum of few piecewise terms, with a piece ``(e1, A1 & … & C)`` merged into the
-    next ``(e2, C)`` when every ``Ai`` is ``x >= 1`` of a non-negative integer ``x`` (so it fails only at
-    ``x = 0``) and ``e1`` at ``x = 0`` is ``e2``."""
-    if not e.has(sp.Piecewise) or len(e.atoms(sp.Piecewise)) > 8:
-        return e
-    e = e.replace(lambda x: isinstance(x, sp.Gt) and x.lhs.is_integer and x.rhs.is_Integer,
-                  lambda x: sp.Ge(x.lhs, x.rhs + 1))  # integers: x > 0 is x >= 1
-    f = sp.piecewise_fold(e)
-    if not isinstance(f, sp.Piecewise):
-        return e
-    pieces = list(f.args)
-    i = 0
-    while i + 1 < len(pieces):
-        (e1, c1), (e2, c2) = pieces[i], pieces[i + 1]
-        a1 = set(c1.args) if isinstance(c1, sp.And) else {c1}
-        a2 = set(c2.args) if isinstance(c2, sp.And) else {c2} if c2 is not sp.true else set()
-        extra = a1 - a2
-        if a2 <= a1 and extra and all(_positive_var(a) is not None for a in extra) and all(
-                sp.expand(e1.xreplace({_positive_var(a): sp.Integer(0)}) - e2) == 0 for a in extra):
-            pieces[i:i + 2] = [(e1, c2)]
-            continue
-        i += 1
-    return sp.Piecewise(*pieces)
-
-
-def _positive_var(a) -> sp.Symbol | None:
-    """``x`` when ``a`` is ``x >= 1`` or ``x > 0`` of a non-negative integer symbol, else None."""
-    x = a.lhs if isinstance(a, (sp.Ge, sp.Gt)) else None
-    if isinstance(x, sp.Symbol) and x.is_nonnegative and x.is_integer and (
-            (isinstance(a, sp.Ge) and a.rhs == 1) or (isinstance(a, sp.Gt) and a.rhs == 0)):
-        return x
-    return None
 
 
 def _loc(res) -> dict:
@@ -306,19 +212,6 @@ def _s(e) -> str | None:
     if e == sp.oo:
         return "oo"
     return sp.sstr(e, order="none") if e.has(sp.Piecewise, sp.floor) else str(e)
-
-
-def _num(v):
-    if v is None or isinstance(v, (int, float)):
-        return v
-    return str(v)
-
-
-def _within(lo, got, hi) -> bool:
-    try:
-        return bool(lo <= got + 1e-9) and bool(got <= hi + 1e-9)
-    except TypeError:
-        return False
 
 
 def parse_bounds(text: str) -> dict[str, tuple[sp.Expr, sp.Expr]]:
@@ -479,11 +372,11 @@ def _block_result(flow: Flow, procs: str, bounds: dict, counts: dict) -> CountRe
         raise ModelError(f"bounds names {sorted(bounds)[0]}, which is not an unknown loop count of {flow.name} "
                          "(unknowns: none)", param="bounds")
     if flow.grid:  # per grid dimension a factor `E >= 1` in every piece: one flat piecewise count
-        counts = {k: tidy(_fold(c)) for k, c in counts.items()}
+        counts = {k: tidy(fold_pieces(c)) for k, c in counts.items()}
     stmts = tuple(StatementCount(w.name, w.line, w.text, Bnd.exact(tidy(counts[w.name]))) for w in flow.statements)
     total = tidy(sp.Add(*[counts[w.name] for w in flow.statements]))
     if flow.grid:
-        total = tidy(_fold(total))
+        total = tidy(fold_pieces(total))
     notes = tuple(n for n in flow.notes if " counted as u" not in n)
     return CountResult(flow, stmts, Bnd.exact(total), True, param_symbol(procs), notes, {},
                        methods={w.name: "barvinok (block ends as parameters)" for w in flow.statements},

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-__all__ = ["rank_max", "work", "depth", "efficiency", "available_parallelism", "tidy"]
+__all__ = ["rank_max", "work", "depth", "efficiency", "available_parallelism", "tidy", "grid_metrics", "fold_pieces",
+           "ratio"]
 
 
 def tidy(e: sp.Expr) -> sp.Expr:
@@ -171,3 +172,63 @@ def available_parallelism(W: sp.Expr, D: sp.Expr, N: sp.Expr, p: sp.Symbol) -> s
     if not cuts:
         return sp.oo
     return cuts[0] if len(cuts) == 1 else sp.Min(*cuts)
+
+
+def grid_metrics(N: sp.Expr, procs: tuple[sp.Symbol, ...]) -> dict:
+    """W, D, E_p and the available parallelism on a process grid: W at every count 1, D as every count grows
+    without bound (one after the other: each block count ``ceiling(E/q)`` settles at 1 once ``q >= E``),
+    ``E_p = W / (P N)`` with ``P`` the product of the counts."""
+    P = sp.Mul(*procs)
+    if not N.free_symbols & set(procs):
+        return {"work": N, "depth": N, "efficiency": 1 / P, "available_parallelism": sp.Integer(1)}
+    W = tidy(fold_pieces(work(N.xreplace({q: sp.Integer(1) for q in procs[1:]}), procs[0])))
+    D = N
+    for q in procs:
+        D = depth(D, q)
+    D = tidy(fold_pieces(D))
+    # quotients of piecewise counts are kept as quotients: evaluated, a piece's 0/0 would print as zoo
+    E = sp.Integer(1) / P if sp.expand(W - N) == 0 else ratio(W, P * N)
+    par = ratio(W, D) if D.is_finite and D != 0 else sp.oo
+    return {"work": W, "depth": D, "efficiency": E, "available_parallelism": par}
+
+
+def ratio(a: sp.Expr, b: sp.Expr) -> sp.Expr:
+    """``a / b``, simplified unless a piecewise count is involved (then undefined where both are 0)."""
+    if a.has(sp.Piecewise) or b.has(sp.Piecewise):
+        return sp.Mul(a, sp.Pow(b, -1, evaluate=False), evaluate=False)
+    return tidy(a / b)
+
+
+def fold_pieces(e: sp.Expr) -> sp.Expr:
+    """One flat ``Piecewise`` for a sum of few piecewise terms, with a piece ``(e1, A1 & … & C)`` merged into the
+    next ``(e2, C)`` when every ``Ai`` is ``x >= 1`` of a non-negative integer ``x`` (so it fails only at
+    ``x = 0``) and ``e1`` at ``x = 0`` is ``e2``."""
+    if not e.has(sp.Piecewise) or len(e.atoms(sp.Piecewise)) > 8:
+        return e
+    e = e.replace(lambda x: isinstance(x, sp.Gt) and x.lhs.is_integer and x.rhs.is_Integer,
+                  lambda x: sp.Ge(x.lhs, x.rhs + 1))  # integers: x > 0 is x >= 1
+    f = sp.piecewise_fold(e)
+    if not isinstance(f, sp.Piecewise):
+        return e
+    pieces = list(f.args)
+    i = 0
+    while i + 1 < len(pieces):
+        (e1, c1), (e2, c2) = pieces[i], pieces[i + 1]
+        a1 = set(c1.args) if isinstance(c1, sp.And) else {c1}
+        a2 = set(c2.args) if isinstance(c2, sp.And) else {c2} if c2 is not sp.true else set()
+        extra = a1 - a2
+        if a2 <= a1 and extra and all(_positive_var(a) is not None for a in extra) and all(
+                sp.expand(e1.xreplace({_positive_var(a): sp.Integer(0)}) - e2) == 0 for a in extra):
+            pieces[i:i + 2] = [(e1, c2)]
+            continue
+        i += 1
+    return sp.Piecewise(*pieces)
+
+
+def _positive_var(a) -> sp.Symbol | None:
+    """``x`` when ``a`` is ``x >= 1`` or ``x > 0`` of a non-negative integer symbol, else None."""
+    x = a.lhs if isinstance(a, (sp.Ge, sp.Gt)) else None
+    if isinstance(x, sp.Symbol) and x.is_nonnegative and x.is_integer and (
+            (isinstance(a, sp.Ge) and a.rhs == 1) or (isinstance(a, sp.Gt) and a.rhs == 0)):
+        return x
+    return None
