@@ -140,11 +140,7 @@ class Screen:
         else:
             X0 = W * S / (W - 1)
             rhos = [sp.expand(c.subs(X, X0) / (X0 - S)) for c in chis]
-        uniq = list(dict.fromkeys(rhos))
-        dom = dominating([[float(r.subs(S, s)) for s in SAMPLE_S] for r in uniq])
-        rho = uniq[dom] if dom is not None else sp.Max(*uniq, evaluate=False)   # differ numerically
-        chi = chis[0] if len(set(chis)) == 1 else sp.Max(*dict.fromkeys(chis), evaluate=False)
-        return chi, X0, rho
+        return _largest(chis, rhos, X0)
 
 
 @dataclass(frozen=True)
@@ -222,11 +218,17 @@ class Relaxed:
             W = sp.Rational(self.exponent)
             X0 = W * S / (W - 1)
             rhos = [sp.expand(r) for r in rhos]
-        uniq = list(dict.fromkeys(rhos))
-        dom = dominating([[float(r.subs(S, s)) for s in SAMPLE_S] for r in uniq])
-        rho = uniq[dom] if dom is not None else sp.Max(*uniq, evaluate=False)
-        chi = chis[0] if len(set(chis)) == 1 else sp.Max(*dict.fromkeys(chis), evaluate=False)
-        return chi, X0, rho
+        return _largest(chis, rhos, X0)
+
+
+def _largest(chis: list, rhos: list, X0) -> tuple:
+    """``(χ, X0, ρ)`` of the max over the cases: the case whose ρ dominates at every sampled S, else a
+    ``Max`` of the distinct ρ (they differ numerically); χ likewise."""
+    uniq = list(dict.fromkeys(rhos))
+    dom = dominating([[float(r.subs(S, s)) for s in SAMPLE_S] for r in uniq])
+    rho = uniq[dom] if dom is not None else sp.Max(*uniq, evaluate=False)
+    chi = chis[0] if len(set(chis)) == 1 else sp.Max(*dict.fromkeys(chis), evaluate=False)
+    return chi, X0, rho
 
 
 def _constant(ws, W) -> float:
