@@ -64,16 +64,14 @@ def gemm_update(C: np.ndarray, A: np.ndarray, B: np.ndarray, alpha: float = -1.0
     k = A.shape[1]
     if m == 0 or n == 0:
         return
-    item = C.itemsize
-    column_major = (m == 1 or C.strides[0] == item) and (n == 1 or C.strides[1] >= item * m)
-    if not column_major and (n == 1 or C.strides[1] == item) and (m == 1 or C.strides[0] >= item * n):
+    if not _column_major(C) and _column_major(C.T):
         return gemm_update(C.T, B.T, A.T, alpha, beta)  # a row-major view: Cᵀ = Bᵀ·Aᵀ, column-major
     real = _REAL.get(C.dtype)
     if real is None or A.dtype != C.dtype or B.dtype != C.dtype:
         raise TypeError(f"gemm_update: dtypes {A.dtype}, {B.dtype} into {C.dtype}")
     if A.shape != (m, k) or B.shape != (k, n):
         raise ValueError(f"gemm_update: shapes {A.shape} · {B.shape} into {C.shape}")
-    if not column_major:
+    if not _column_major(C):
         raise ValueError("gemm_update: C must be a view with one unit stride (a block of a C- or "
                          "Fortran-ordered array)")
     if k == 0:
