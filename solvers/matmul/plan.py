@@ -137,7 +137,8 @@ def choose_grid(prob: MatmulProblem, idle_tolerance: float = 0.03, *, method: st
             raise VerificationError(f"CP-SAT's grid {grid} {cost} differs from enumeration's {ref}")
         grid = ref[0]
     else:  # the enumeration is too slow (26 s at p = 2**20): CP-SAT picks it among the grids of this cost
-        grid = _recheck_grid(prob, idle_tolerance, tie_break_grid(prob, idle_tolerance, cost, time_limit_s), cost)
+        grid = tie_break_grid(prob, idle_tolerance, cost, time_limit_s)
+        _recheck(prob, idle_tolerance, grid, cost)
     return grid, cost[0], cost[1]
 
 
@@ -147,11 +148,6 @@ def _recheck(prob: MatmulProblem, idle_tolerance: float, grid: Grid, claimed: tu
         raise VerificationError(f"CP-SAT's grid {grid} with {claimed[1]} rounds fails the re-check "
                                 f"(solver-free cost {cost})")
     return cost
-
-
-def _recheck_grid(prob: MatmulProblem, idle_tolerance: float, grid: Grid, cost: tuple[int, int]) -> Grid:
-    _recheck(prob, idle_tolerance, grid, cost)
-    return grid
 
 
 def tie_break_grid(prob: MatmulProblem, idle_tolerance: float, cost: tuple[int, int],
