@@ -74,15 +74,18 @@ class HloCollective:
         """Elements the busiest device sends on the wire: an all-gather its operand to each of the ``g−1``
         others, an all-to-all or reduce-scatter all but its own ``1/g``, an all-reduce twice that (reduce-scatter
         then all-gather), a collective-permute its operand if any device receives from another."""
-        g = self.group_size
+        if self.op == "collective-permute":
+            return self.operand if self.moved else 0
+        return self._per_member(self.group_size)
+
+    def _per_member(self, g: int) -> int:
+        """Elements one member of a group of ``g`` sends in this (group) collective."""
         if self.op == "all-gather":
             return self.operand * (g - 1)
         if self.op in ("all-to-all", "reduce-scatter"):
             return self.operand - self.operand // g if g else 0
         if self.op == "all-reduce":
             return 2 * (self.operand - self.operand // g) if g else 0
-        if self.op == "collective-permute":
-            return self.operand if self.moved else 0
         return 0
 
     @property
@@ -99,11 +102,7 @@ class HloCollective:
                     out[s] += self.operand
             return out
         for g in self.groups:
-            k = len(g)
-            per = {"all-gather": self.operand * (k - 1), "all-to-all": self.operand - self.operand // k,
-                   "reduce-scatter": self.operand - self.operand // k,
-                   "all-reduce": 2 * (self.operand - self.operand // k)}.get(self.op, 0)
-            out[list(g)] += per
+            out[list(g)] += self._per_member(len(g))
         return out
 
     @property
