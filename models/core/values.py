@@ -20,11 +20,11 @@ import dataclasses
 import enum
 import reprlib
 from collections.abc import Mapping
-from types import MappingProxyType
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 __all__ = ["Value", "value", "library_field", "optional_field", "jsonify", "json_fields", "short_repr", "freeze",
-           "REPR_LIMIT"]
+           "FrozenMap", "REPR_LIMIT"]
 
 #: the longest ``repr`` of a value (characters)
 REPR_LIMIT = 300
@@ -74,13 +74,42 @@ def jsonify(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} has no JSON form")
 
 
+class FrozenMap(Mapping):
+    """A read-only mapping, equal to the dict it was made from, that pickles (``types.MappingProxyType`` does
+    not, and users send plans to their ranks)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping | None = None) -> None:
+        object.__setattr__(self, "_items", dict(items or {}))
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __setattr__(self, name: str, val: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __reduce__(self) -> tuple:
+        return (FrozenMap, (self._items,))
+
+    def __repr__(self) -> str:
+        return repr(self._items)
+
+
 def freeze(obj: Any) -> Any:
-    """JSON-ready data made read-only: lists become tuples and dicts read-only mappings (equal to the dicts
-    they wrap), for the few fields that hold a free-form document (a schedule's placements)."""
+    """JSON-ready data made read-only: lists become tuples and dicts read-only mappings (:class:`FrozenMap`,
+    equal to the dicts they wrap), for the few fields that hold a free-form document (a schedule's
+    placements)."""
     if isinstance(obj, (list, tuple)):
         return tuple(freeze(x) for x in obj)
     if isinstance(obj, Mapping):
-        return MappingProxyType({k: freeze(v) for k, v in obj.items()})
+        return FrozenMap({k: freeze(v) for k, v in obj.items()})
     return obj
 
 
@@ -90,7 +119,7 @@ class _Repr(reprlib.Repr):
         self.maxlevel, self.maxtuple, self.maxlist, self.maxdict, self.maxset = 2, 4, 4, 3, 4
         self.maxstring, self.maxother, self.maxlong = 40, 60, 24
 
-    def repr_mappingproxy(self, obj, level):  # noqa: D102 - frozen documents print like dicts
+    def repr_FrozenMap(self, obj, level):  # noqa: D102,N802 - frozen documents print like dicts
         return self.repr_dict(dict(obj), level)
 
     def repr_instance(self, obj, level):  # noqa: D102 - nested values keep their own short repr
