@@ -124,6 +124,7 @@ def calibrate(shape: System, *, nbytes: int = 1 << 20, iters: int = 5, timeout_s
     system = System(tuple(new_levels), name=f"calibrated-{shape.short()}",
                     description=f"measured by meshplan calibrate on {n} MPI ranks, messages of "
                                 f"{', '.join(map(str, sizes))} bytes", flop_rate=raw.get("flop_rate"),
+                    gemm_half_k=raw.get("gemm_half_k"),
                     sync_latency=tuple((int(k), t) for k, t in (raw.get("sync_latency") or {}).items()))
     points = []
     for m in raw["levels"]:
@@ -327,7 +328,8 @@ def handle(ctx, job: dict) -> dict:
                                        "time_s": t})
         out.append({"level": j, "idle": idle, "loaded": loaded, "sweep": points})
     ctx.progress(total, total)
-    return {"levels": out, "flop_rate": gemm_rate(ctx), "sync_latency": sync_latency(ctx)}
+    return {"levels": out, "flop_rate": gemm_rate(ctx), "gemm_half_k": gemm_half_k(ctx),
+            "sync_latency": sync_latency(ctx)}
 
 
 def sync_counts(n: int) -> list[int]:
@@ -397,6 +399,41 @@ def gemm_rate(ctx, n: int = 512, iters: int = 3) -> float:
         np.matmul(a, a, out=c)
     slowest = ctx.world.allreduce(MPI.Wtime() - t0, op=MPI.MAX)
     return 2.0 * n ** 3 * iters / slowest
+
+
+#: the inner dimensions of the narrow multiplies :func:`gemm_half_k` times (a factorization's block sizes)
+HALF_K_DIMS = (16, 32, 64)
+
+
+def gemm_half_k(ctx, n: int = 512, dims: tuple[int, ...] = HALF_K_DIMS, flops: float = 4e8, tries: int = 3) -> float:
+    """The half-performance inner dimension ``k½`` of a matrix multiply (Hockney's n½): a multiply of inner
+    dimension ``k`` runs at ``r∞·k/(k + k½)``, where ``r∞`` is the rate of the ``n³`` multiply.
+
+    Every rank at once multiplies ``n×k`` by ``k×n`` into an ``n×n`` block (``C -= A·B``, the rank-``k``
+    trailing update of a factorization) for each ``k`` of ``dims`` and once with ``k = n``, about ``flops``
+    each, through SciPy's BLAS (the library the factorization kernels call); the time of each is the
+    slowest rank's, the fastest of ``tries``.  Each ``k`` gives ``k½ = k·(r_n/r_k − 1)``; the median of
+    them (≥ 0) is returned."""
+    from mpi4py import MPI
+    from scipy.linalg.blas import dgemm
+
+    def rate(k: int) -> float:
+        a, b = np.ones((n, k), order="F"), np.ones((k, n), order="F")
+        c = np.zeros((n, n), order="F")
+        reps = max(1, int(flops / (2.0 * n * n * k)))
+        dgemm(-1.0, a, b, 1.0, c, overwrite_c=1)  # warm-up
+        best = float("inf")
+        for _ in range(tries):
+            ctx.world.Barrier()
+            t0 = MPI.Wtime()
+            for _ in range(reps):
+                dgemm(-1.0, a, b, 1.0, c, overwrite_c=1)
+            best = min(best, ctx.world.allreduce(MPI.Wtime() - t0, op=MPI.MAX))
+        return 2.0 * n * n * k * reps / best
+
+    full = rate(n)
+    halves = sorted(k * (full / rate(k) - 1.0) for k in dims)
+    return max(0.0, float(halves[len(halves) // 2]))
 
 
 def time_repeats_idle(ctx, iters: int) -> float:

@@ -40,6 +40,9 @@ class Calibration(Value):
     #: seconds one synchronisation of busy ranks costs, per rank count (``{"4": 0.002}``; the latency per
     #: message of the factorization time model)
     sync_latency: Mapping | None = optional_field()
+    #: the inner dimension at which a matrix multiply runs at half ``flop_rate`` (a rank-``k`` update runs at
+    #: ``flop_rate·k/(k + gemm_half_k)``; the factorization time model's rate at block ``v``)
+    gemm_half_k: float | None = optional_field()
     system: Any = library_field()
 
     def save(self, path: str | Path) -> Path:
@@ -90,4 +93,4 @@ def calibrate(np: int | None = None, *, system: Any = None, bytes: Any = None, r
     doc = res["system"].to_dict()
     return Calibration(doc.get("name"), doc.get("description"), freeze(doc["levels"]), freeze(res["calibration"]),
                        doc.get("flop_rate"), freeze(doc["sync_latency"]) if "sync_latency" in doc else None,
-                       system=res["system"])
+                       doc.get("gemm_half_k"), system=res["system"])

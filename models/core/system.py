@@ -133,6 +133,10 @@ class System:
     #: computing alone — on a host with more ranks than cores, about a scheduler timeslice); the per-message
     #: latency of the factorization time model; empty when not measured
     sync_latency: tuple[tuple[int, float], ...] = ()
+    #: measured half-performance inner dimension of a matrix multiply (``meshplan calibrate``): a gemm of inner
+    #: dimension ``k`` runs at ``flop_rate·k/(k + gemm_half_k)`` (the rank-``v`` trailing updates of a
+    #: factorization); None when not measured, which the time models read as 0 (every gemm at ``flop_rate``)
+    gemm_half_k: float | None = None
     #: level sizes, outermost first (derived from ``levels``; cached because routing asks often)
     sizes: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
@@ -145,6 +149,9 @@ class System:
                                                isinstance(self.flop_rate, bool) and 0 < self.flop_rate < math.inf):
             raise ModelError(f"flop_rate must be a positive number of flop/s, got {self.flop_rate!r}")
         object.__setattr__(self, "sync_latency", _sync_pairs(self.sync_latency))
+        if self.gemm_half_k is not None and not (isinstance(self.gemm_half_k, (int, float)) and not
+                                                 isinstance(self.gemm_half_k, bool) and 0 <= self.gemm_half_k < math.inf):
+            raise ModelError(f"gemm_half_k must be a finite number >= 0 (an inner dimension), got {self.gemm_half_k!r}")
         if not self.levels:
             raise ModelError("a system needs at least one level, e.g. node=4,gpu=8")
         names = [lv.name for lv in self.levels]
@@ -221,6 +228,8 @@ class System:
             d["flop_rate"] = self.flop_rate
         if self.sync_latency:
             d["sync_latency"] = {str(k): t for k, t in self.sync_latency}
+        if self.gemm_half_k is not None:
+            d["gemm_half_k"] = self.gemm_half_k
         return d
 
     def sync_latency_at(self, ranks: int) -> float | None:
@@ -272,7 +281,7 @@ class System:
             measured = tuple(CollectiveLink(name, parse_bandwidth(v["bandwidth"]), float(v["latency"]))
                              for name, v in colls.items())
             out.append(Level(name=lv["name"], size=lv["size"], links=tuple(links), collectives=measured))
-        rate, sync = data.get("flop_rate"), data.get("sync_latency") or {}
+        rate, sync, half = data.get("flop_rate"), data.get("sync_latency") or {}, data.get("gemm_half_k")
         if not isinstance(sync, Mapping):
             raise ModelError(f"{source}: `sync_latency` must map a rank count to seconds, e.g. {{\"4\": 0.002}}")
         try:
@@ -280,7 +289,8 @@ class System:
         except (TypeError, ValueError) as err:
             raise ModelError(f"{source}: `sync_latency` must map a rank count to seconds ({err})") from err
         return cls(levels=tuple(out), name=str(data.get("name", "")), description=str(data.get("description", "")),
-                   flop_rate=None if rate is None else float(rate), sync_latency=pairs)
+                   flop_rate=None if rate is None else float(rate), sync_latency=pairs,
+                   gemm_half_k=None if half is None else _number(half, "gemm_half_k", source))
 
     @classmethod
     def parse(cls, text: str) -> "System":
@@ -338,6 +348,13 @@ class System:
                                     latency=default.latency)
             levels.append(Level(name=name, size=size, links=(link,)))
         return cls(levels=tuple(levels))
+
+
+def _number(x: Any, key: str, source: str) -> float:
+    """``x`` as a float, else a ModelError naming ``key`` of ``source``."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise ModelError(f"{source}: `{key}` must be a number, got {x!r}")
+    return float(x)
 
 
 def _sync_pairs(pairs) -> tuple[tuple[int, float], ...]:

@@ -13,7 +13,10 @@ mean per rank).  The flops are the trailing updates, ``2N³/3p`` (LU) or ``N³/3
 panel factorization, ``N²·v/(2·Px·Py)``: the holders of a block column share its panel, and with ``Py > 1``
 look-ahead overlaps it with the other grid columns' updates (each rank factors the panels of its own block
 columns), while on ``Py = 1`` every rank waits for every panel — what larger blocks cost.  Seconds from the
-machine's :class:`~meshplan.models.matmul.time.Rates`.
+machine's :class:`~meshplan.models.matmul.time.Rates`.  Both run at the rate of a multiply of inner dimension
+``v`` (:meth:`~meshplan.models.matmul.time.Rates.rate`: the trailing update is a rank-``v`` gemm, the panel's
+trsm and its blocked factorization work on ``v`` columns) — what smaller blocks cost, the "smaller local BLAS
+calls" of section 4.8.
 
 Every message on a step's critical path is a wait of one busy rank for another.  Where calibrate measured
 what such a synchronisation costs at the run's rank count (``System.sync_latency``: on a host with more ranks
@@ -52,7 +55,7 @@ def factor_time(problem: FactorProblem, grid: FactorGrid, cost: Cost, rates: Rat
     # the others update); with Py = 1 every rank of the layer waits for every panel
     panel = N * N * v / (2.0 * grid.Px * grid.Py)
     return TimeModel.of(rates, steps * step_messages(problem.kind, grid), cost.per_rank, update + panel,
-                        problem.dtype.itemsize)
+                        problem.dtype.itemsize, inner=v)
 
 
 def step_rates(rates: Rates, system, p: int) -> Rates:

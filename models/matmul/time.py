@@ -8,7 +8,8 @@ blocks cost (section 4.8); Solomonik et al.'s cost model, which it cites, adds t
 three are seconds: messages·α + words·(bytes per word)/bandwidth + flops/(flop rate).  A :class:`Rates` holds
 the three constants of one machine, read from a :class:`~meshplan.models.core.system.System` measured by
 ``meshplan calibrate``: the latency and bandwidth of its slowest level that carries messages, and its measured
-f64 matrix-multiply rate.  :class:`TimeModel` is one candidate's time, split into its three terms, so an
+f64 matrix-multiply rate, with the inner dimension at which a matrix multiply runs at half that rate (the
+narrow rank-``v`` updates of a factorization; :meth:`Rates.rate`).  :class:`TimeModel` is one candidate's time, split into its three terms, so an
 explanation can say what each candidate costs and why the winner wins.
 
 * :func:`cosma_time` — the COSMA schedule on grid ``[pm, pn, pk]`` in ``rounds`` slabs: per round a ring
@@ -41,18 +42,30 @@ def check_objective(objective: object) -> str:
 @dataclass(frozen=True, slots=True)
 class Rates:
     """α = ``latency`` seconds per message, ``bandwidth`` bytes per second, γ = 1/``flop_rate`` seconds per
-    flop (one rank while all compute)."""
+    flop (one rank while all compute); a matrix multiply of inner dimension ``k`` runs at
+    ``flop_rate·k/(k + gemm_half_k)`` (:meth:`rate`; 0: every one at ``flop_rate``)."""
 
     latency: float
     bandwidth: float
     flop_rate: float
+    gemm_half_k: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("latency", "bandwidth", "flop_rate"):
+        for name in ("latency", "bandwidth", "flop_rate", "gemm_half_k"):
             x = getattr(self, name)
             if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0 or \
-                    (name != "latency" and x == 0):
+                    (name in ("bandwidth", "flop_rate") and x == 0):
                 raise ModelError(f"rates: {name} must be a finite positive number, got {x!r}", param="system")
+
+    def rate(self, k: float | None = None) -> float:
+        """Flop/s of a matrix multiply of inner dimension ``k`` (``None``: ``flop_rate``): the half-performance
+        form ``flop_rate·k/(k + gemm_half_k)`` (Hockney's r∞ and n½), with ``gemm_half_k`` fitted by calibrate
+        against ``flop_rate``'s 512³ multiply."""
+        if k is None or not self.gemm_half_k:
+            return self.flop_rate
+        if k <= 0:
+            raise ModelError(f"rates: an inner dimension must be positive, got {k!r}", param="block")
+        return self.flop_rate * k / (k + self.gemm_half_k)
 
     @classmethod
     def of(cls, system) -> "Rates":
@@ -65,13 +78,15 @@ class Rates:
             [ln for lv in system.levels for ln in lv.links]
         if not links:
             raise ModelError("the system has no interconnect to read latency and bandwidth from", param="system")
-        return cls(max(ln.latency for ln in links), min(ln.bandwidth for ln in links), float(system.flop_rate))
+        half = getattr(system, "gemm_half_k", None)
+        return cls(max(ln.latency for ln in links), min(ln.bandwidth for ln in links), float(system.flop_rate),
+                   0.0 if half is None else float(half))
 
 
 @value
 class TimeModel(Value):
-    """One candidate's modelled seconds: ``messages·α + words·itemsize/bandwidth + flops/flop_rate``, and the
-    counts behind each term (slowest rank)."""
+    """One candidate's modelled seconds: ``messages·α + words·itemsize/bandwidth + flops/rate(k)`` (``k`` the
+    inner dimension of its multiplies, :meth:`Rates.rate`), and the counts behind each term (slowest rank)."""
 
     messages: int
     words: float
@@ -82,10 +97,11 @@ class TimeModel(Value):
     total_s: float
 
     @classmethod
-    def of(cls, rates: Rates, messages: int, words: float, flops: float, itemsize: int) -> "TimeModel":
+    def of(cls, rates: Rates, messages: int, words: float, flops: float, itemsize: int,
+           inner: float | None = None) -> "TimeModel":
         lat = messages * rates.latency
         bw = words * itemsize / rates.bandwidth
-        fl = flops / rates.flop_rate
+        fl = flops / rates.rate(inner)
         return cls(int(messages), float(words), float(flops), lat, bw, fl, lat + bw + fl)
 
     def describe(self) -> str:

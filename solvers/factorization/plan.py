@@ -144,7 +144,8 @@ def schedule_factorization(problem: FactorProblem, objective: str = "words",
         tm = factor_time(problem, g, cost, rates)
         lines = [f"searched {len(found)} feasible (grid, block) candidates of {shapes} grid shapes; minimized "
                  f"modelled time (latency {rates.latency * 1e6:.2f} us per message, {rates.bandwidth / 1e9:.2f} "
-                 f"GB/s, {rates.flop_rate / 1e9:.2f} Gflop/s per rank), then words",
+                 f"GB/s, {rates.flop_rate / 1e9:.2f} Gflop/s per rank, {rates.rate(g.v) / 1e9:.2f} at the "
+                 f"chosen block's rank-{g.v} updates), then words",
                  f"chosen {g}: {tm.describe()}"]
         for _k2, g2, c2, _m2 in found[1:4]:
             t2 = factor_time(problem, g2, c2, rates)

@@ -41,6 +41,9 @@ def test_calibrate_writes_a_system_file_the_simulator_reads(capsys, tmp_path):
         assert link.kind in ("switch", "nic") and link.bandwidth > 0 and link.latency >= 0
         assert {c.collective for c in lv.collectives} <= {c.value for c in COLLECTIVES}
     assert system.levels[1].links[0].kind == "switch"  # one device per gpu: nothing to share a port
+    # the compute rates of the time models: the 512³ rate and the inner dimension of half of it
+    assert doc["flop_rate"] > 0 and doc["gemm_half_k"] >= 0
+    assert system.flop_rate == doc["flop_rate"] and system.gemm_half_k == doc["gemm_half_k"]
     cal = doc["calibration"]
     assert [lv["level"] for lv in cal["levels"]] == ["node", "gpu"]
     # per level: group size 2, all groups and one group, every collective, the three sizes of the sweep
