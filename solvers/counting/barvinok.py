@@ -60,7 +60,30 @@ class SharedPrinter:
         self._printer = _Printer({"order": "none"})
 
     def __call__(self, e: sp.Basic) -> str:
-        return self._printer.doprint(e)
+        from sympy.printing.precedence import PRECEDENCE_FUNCTIONS
+
+        slow = PRECEDENCE_FUNCTIONS["Mul"]
+        PRECEDENCE_FUNCTIONS["Mul"] = _precedence_mul
+        try:
+            return self._printer.doprint(e)
+        finally:
+            PRECEDENCE_FUNCTIONS["Mul"] = slow
+
+
+def _precedence_mul(item) -> int:
+    """sympy's ``precedence_Mul`` without building ``-item``: ``Mul.could_extract_minus_sign`` negates the
+    product (a new sympy object, its assumptions deduced) only to rule out ``zoo*x == -zoo*x``; a leading
+    number that is negative (never ``zoo`` or ``nan``) is the same answer.  Printing Barvinok's counts spent
+    most of its time there."""
+    from sympy.core.function import Function
+    from sympy.printing.precedence import PRECEDENCE
+
+    if any(isinstance(a, Function) and getattr(a, "precedence", PRECEDENCE["Mul"]) < PRECEDENCE["Mul"]
+           for a in item.args):
+        return PRECEDENCE["Mul"]
+    c = item.args[0]
+    neg = c.is_Number and (c.p < 0 if c.is_Rational else bool(c.is_extended_negative))
+    return PRECEDENCE["Add"] if neg else PRECEDENCE["Mul"]
 
 
 @dataclass(frozen=True, slots=True)

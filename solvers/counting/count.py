@@ -22,7 +22,7 @@ from meshplan.solvers.counting.affine import count_affine
 from meshplan.solvers.counting.analyze import count_flow, param_symbol, unknown_symbol
 from meshplan.solvers.counting.barvinok import SharedPrinter
 from meshplan.solvers.counting.blocks import count_blocks
-from meshplan.solvers.counting.evaluate import as_number, compiled, numeric, within
+from meshplan.solvers.counting.evaluate import as_number, compiled, numeric, symbol_names, within
 from meshplan.solvers.counting.metrics import (
     available_parallelism,
     depth,
@@ -70,7 +70,7 @@ class CountResult:
     def _metrics(self, N: sp.Expr) -> dict:
         if len(self.procs) > 1:
             return grid_metrics(N, self.procs)
-        if self.p.name not in {s.name for s in N.free_symbols}:  # no process count: sequential code
+        if self.p.name not in symbol_names(N):  # no process count: sequential code
             return {"work": N, "depth": N, "efficiency": 1 / self.p, "available_parallelism": sp.Integer(1)}
         W = work(N, self.p)
         D = depth(N, self.p)
@@ -199,7 +199,7 @@ def _loc(res) -> dict:
 def _unknowns(res) -> list[str]:
     out = []
     for e in (res.total.lo, res.total.hi):
-        out += sorted(s.name for s in e.free_symbols if s.name.startswith("u") and s.name[1:].split("_")[0].isdigit())
+        out += sorted(s for s in symbol_names(e) if s.startswith("u") and s[1:].split("_")[0].isdigit())
     return sorted(set(out))
 
 

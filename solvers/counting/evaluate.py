@@ -10,13 +10,32 @@ import sympy as sp
 from meshplan.models.core.errors import ModelError
 from meshplan.models.counting.execute import compile_expr
 
-__all__ = ["compiled", "numeric", "as_number", "within"]
+__all__ = ["compiled", "numeric", "as_number", "within", "symbol_names"]
+
+
+def symbol_names(e: sp.Basic) -> frozenset[str]:
+    """The names of the free symbols of ``e``, as ``e.free_symbols`` has them, visiting each sub-expression
+    object once: Barvinok's pieces are shared between a count's ``Piecewise``, its cases and the total, and
+    sympy's ``free_symbols`` walks every copy."""
+    seen, out, todo = set(), set(), [e]
+    while todo:
+        x = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.is_Symbol:
+            out.add(x.name)
+        elif getattr(x, "bound_symbols", None):  # Sum, Lambda, ...: sympy knows which symbols are bound
+            out.update(s.name for s in x.free_symbols)
+        else:
+            todo.extend(x.args)
+    return frozenset(out)
 
 
 @functools.lru_cache(maxsize=512)
 def compiled(e: sp.Expr):
     """The names ``e`` needs and an exact evaluator of ``e`` (None when it has logs or roots)."""
-    names = frozenset(s.name for s in e.free_symbols)
+    names = symbol_names(e)
     if e.has(sp.log, sp.exp) or not all(a.exp.is_Integer for a in e.atoms(sp.Pow)):
         return names, None
     try:
