@@ -239,6 +239,7 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
         return got
 
     # 2) Corollary 5.1 groups for arrays of H (writers with the same spatial access form one chain)
+    constant = {st.name for st in stmts if not st.inputs}
     done: set[int] = set()
     for n, o in enumerate(outs):
         if n in done:
@@ -264,6 +265,7 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
         else:  # no version loop: only an in-place read of the very element is an older version
             outs_off = {tuple(simplified(x) for x in g.offsets) for g in group if g.role == "out"}
             tv = int(any(v == -1 and tuple(simplified(x) for x in c.offsets) in outs_off
+                         and not _constant_in_tile(c, group, order, constant)
                          for c, v in zip(group, vers)))
         terms.append(Term(o.array, "inout", dims, t, vclasses, tv, label=access_text(o.access)))
     # 3) other reads
@@ -304,6 +306,20 @@ def _writer_of(c: Component, group) -> str:
         if o.stmt == c.stmt:
             return o.stmt
     return outs[0].stmt
+
+
+def _constant_in_tile(c: Component, group, order: dict, constant: set) -> bool:
+    """Whether the older version that the in-place read ``c`` needs is produced in the tile by a statement
+    without inputs (a constant, ``C[i] = 1.0``).
+
+    Without a version loop the group's writers share the tile's spatial classes, so the last writer
+    before ``c``'s statement computes the older version of every element the tile updates, inside the
+    tile.  A vertex with no predecessor lies on no path from an input of the CDAG, so no minimum
+    dominator set holds it (section 4.2.3.2 of the thesis): the Corollary 5.1 term counts no older
+    version for it.  The read's own element may lie outside that writer's range (then its older
+    version is an initial value); leaving it out only lowers the bound."""
+    before = [g for g in group if g.role == "out" and order[g.stmt] < order[c.stmt]]
+    return bool(before) and max(before, key=lambda g: order[g.stmt]).stmt in constant
 
 
 def internal_reads(arr: str, cs: list[Component], terms: list[Term], comps: list[Component], matched: dict,
