@@ -138,7 +138,9 @@ def _atom(a: sp.Expr) -> str:
 _OPS = {sp.Lt: "<", sp.Le: "<=", sp.Gt: ">", sp.Ge: ">=", sp.Eq: "=", sp.Ne: "!="}
 
 
+@lru_cache(maxsize=4096)
 def _cond(c: sp.Basic) -> str:
+    """A constraint in isl syntax; cached, as the statements of a nest share their outer loops' constraints."""
     if c is sp.true:
         return "1 = 1"
     if c is sp.false:
