@@ -11,8 +11,11 @@ how a row is measured).
   executor keeps in flight during its sweeps: every rank's right-hand side checked, so that a wrong one raises
   everywhere).  The hand-written side calls the same kernels directly on a raw mpi4py
   communicator (``Split`` once) with a :class:`~meshplan.exec.factorization.common.Layout` — what the
-  executor wraps — since an LU's communication is inseparable from its algorithm; it copies the tile as the
-  executor does (the kernels factor in place) and, for LU, reduces ``max|A|`` for the pivot tolerance.
+  executor wraps — since an LU's communication is inseparable from its algorithm; it copies the tile into a
+  working tile kept between calls, as the executor does (the kernels factor in place) and, for LU, reduces
+  ``max|A|`` for the pivot tolerance.  The solve rows solve with the executor's factors on both sides (the
+  same numbers in the same arrays; the hand-written factors are verified by the factor row): where a 5 MiB
+  factor lies moves a solve's time by several per cent, which is placement, not overhead.
 """
 
 from __future__ import annotations
@@ -203,8 +206,14 @@ def factorization(ctx, quick: bool, repeats) -> list[dict]:
             def ours():
                 got["ours"] = ex.factor(a_loc)
 
+            work = np.empty(ex.local_shape)             # by hand: the working tile, kept like the executor's
+
             def by_hand():
-                tile = a_loc.copy() if first else np.zeros(ex.local_shape)
+                tile = work
+                if first:
+                    np.copyto(tile, a_loc)
+                else:
+                    tile.fill(0)
                 if kind == "cholesky":
                     got["hand"] = confchox(dup, lay, tile)[:1]
                     return
@@ -213,7 +222,13 @@ def factorization(ctx, quick: bool, repeats) -> list[dict]:
                 F, steps, diag, _ = conflux_lu(dup, lay, tile, N * np.finfo(float).eps * amax[0])
                 got["hand"] = (F, [np.asarray(s["pivots"], dtype=np.int64) for s in steps if "pivots" in s], diag)
 
-            def hand_solve(B):
+            def hand_solve(B, factors="hand"):
+                """The solve kernel by hand with the hand-written factors (verifying them), or with the
+                executor's (the same numbers in the same arrays: the solve rows time the solve alone)."""
+                if factors == "ours":
+                    F = got["ours"]
+                    return (cholesky_solve(dup, lay, F.local, B) if kind == "cholesky"
+                            else lu_solve(dup, lay, F.local, F._steps, F._diag, B))
                 if kind == "cholesky":
                     return cholesky_solve(dup, lay, got["hand"][0], B)
                 F, steps, diag = got["hand"]
@@ -232,7 +247,7 @@ def factorization(ctx, quick: bool, repeats) -> list[dict]:
 
             def hand_solve_checked():  # the executor's check of every rank's b_loc, by hand: a reduction of
                 check = dup.Iallreduce(status, agreed, MPI.MAX)  # 3 integers in flight during the sweeps
-                sol["hand"] = hand_solve(B)
+                sol["hand"] = hand_solve(B, "ours")
                 check.Wait()
 
             ours_solve = Side(lambda: sol.__setitem__("ours", got["ours"].solve(b_loc)),
@@ -241,7 +256,8 @@ def factorization(ctx, quick: bool, repeats) -> list[dict]:
             solve_rounds = _rounds(repeats, 30 if kind == "lu" else 100, quick)
             rows.append(measure(ctx, f"{kind} solve N={N}, {grid}", "the same solve kernel on a raw comm",
                                 b_loc.nbytes, ex, ours_solve,
-                                Side(lambda: sol.__setitem__("hand", hand_solve(B)), ok_solve, res_hand.detail),
+                                Side(lambda: sol.__setitem__("hand", hand_solve(B, "ours")), ok_solve,
+                                     res_hand.detail),
                                 solve_rounds))
             rows.append(measure(ctx, f"{kind} solve N={N}, {grid}", "reference: the same with an Iallreduce of 3 "
                                 "integers in flight (the executor's check of every rank's b_loc)", b_loc.nbytes, ex,
