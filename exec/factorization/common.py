@@ -52,17 +52,27 @@ class Layout:
 
 
 class Pending:
-    """Messages posted by :func:`post`: :meth:`wait` completes them and returns the received arrays."""
+    """Messages posted by :func:`post`: :meth:`wait` completes them and returns the received arrays;
+    :meth:`received` completes only the receives (the first ``nrecv`` requests), so that a rank computes on
+    what it got while its sends wait for their receivers (a large send completes only when its receiver
+    has posted the receive); :meth:`wait` completes the rest later."""
 
-    __slots__ = ("out", "reqs", "keep")
+    __slots__ = ("out", "reqs", "keep", "nrecv")
 
-    def __init__(self, out: list, reqs: list, keep: list) -> None:
+    def __init__(self, out: list, reqs: list, keep: list, nrecv: int | None = None) -> None:
         self.out, self.reqs, self.keep = out, reqs, keep
+        self.nrecv = len(reqs) if nrecv is None else nrecv
 
     def wait(self) -> list[np.ndarray]:
         if self.reqs:
             MPI.Request.Waitall(self.reqs)
-            self.reqs = []
+            self.reqs, self.nrecv = [], 0
+        return self.out
+
+    def received(self) -> list[np.ndarray]:
+        if self.nrecv:
+            MPI.Request.Waitall(self.reqs[:self.nrecv])
+            self.reqs, self.nrecv = self.reqs[self.nrecv:], 0
         return self.out
 
 
@@ -75,13 +85,14 @@ def post(comm, sends, recvs, tag: int, dtype=np.float64) -> Pending:
         out.append(buf)
         if buf.size:
             reqs.append(comm.Irecv(buf, source=src, tag=tag))
+    nrecv = len(reqs)
     keep = []
     for dest, arr in sends:
         a = np.ascontiguousarray(arr, dtype=dtype)
         if a.size:
             keep.append(a)
             reqs.append(comm.Isend(a, dest=dest, tag=tag))
-    return Pending(out, reqs, keep)
+    return Pending(out, reqs, keep, nrecv)
 
 
 def exchange(comm, sends, recvs, tag: int, dtype=np.float64, faults: list | None = None) -> list[np.ndarray]:

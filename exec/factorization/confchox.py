@@ -24,7 +24,8 @@ wide-matrix rate instead of one narrow gemm per block column, with the same flop
 
 Look-ahead (overlap, section 3.7.3): a rank of the grid column that holds the next block column updates
 that block column first and the rest of its tile after the next step's panel is posted; the diagonal block
-is sent without waiting.
+is sent without waiting, and a step's sends complete at the next step: a rank waits only for what it
+receives, not for its receivers to be ready.
 
 Words match :func:`meshplan.models.factorization.cost.confchox_cost` exactly.
 """
@@ -198,6 +199,7 @@ def confchox(comm, lay: Layout, A: np.ndarray):
     breakdown = None
     deferred = None  # (step, W_rows, W_colsT) of the last step's update left for after this step's panel
     diag_sent = None
+    sent: list = []  # the messages of the last step whose sends are still to complete
     for t, st in enumerate(steps(N, g, lay.rank)):
         vt, lo, hi = st.vt, st.lo, st.hi
         w = hi - lo
@@ -236,10 +238,13 @@ def confchox(comm, lay: Layout, A: np.ndarray):
         if deferred is not None:  # the rest of the last step's update, while this panel travels
             _update(A, *deferred)
             deferred = None
-        got = pending.wait()
-        if diag_sent is not None:
-            diag_sent.wait()
-            diag_sent = None
+        got = pending.received()
+        # the sends of the last step (its panel, its diagonal block) surely have their receivers by now; this
+        # step's complete at the next one, so that a holder updates while its receivers are still busy
+        for msgs in sent:
+            msgs.wait()
+        sent = [pending] + ([diag_sent] if diag_sent is not None else [])
+        diag_sent = None
         if not st.now and not st.later:
             continue
         if st.holder:
@@ -257,4 +262,6 @@ def confchox(comm, lay: Layout, A: np.ndarray):
             deferred = (st, W_rows, W_cols.T, st.later)
     if deferred is not None:
         _update(A, *deferred)
+    for msgs in sent:
+        msgs.wait()
     return F, breakdown
