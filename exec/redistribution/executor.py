@@ -26,6 +26,7 @@ from meshplan.exec.runtime.executor import Executor
 from meshplan.models.core.errors import ModelError
 from meshplan.models.redistribution.lowlevel import Assignment, apply_lowlevel, groups
 from meshplan.models.redistribution.offsets import axes_tile_index
+from meshplan.models.redistribution.pieces import exchange_layout
 from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll, DynSlice
 
 __all__ = ["RedistributionExecutor", "compile_program", "compile_steps", "run_program", "Moved"]
@@ -66,6 +67,7 @@ class _Action:
     dest: int = 0            # allpermute: send to, receive from
     source: int = 0
     expect: tuple = ()       # base offset and local type after the step (for checks)
+    layout: Any = None       # a multi-pair alltoall's ExchangeLayout (its pieces and how they join)
 
 
 def compile_program(comm, comms: SubComms, mesh, coords0, src, steps) -> list[_Action]:
@@ -82,7 +84,8 @@ def compile_program(comm, comms: SubComms, mesh, coords0, src, steps) -> list[_A
             if isinstance(step, AllGather):
                 actions.append(_Action("allgather", dim=step.dim, n=n, sub=sub, expect=expect))
             else:
-                actions.append(_Action("alltoall", dim=step.src, split=step.dst, n=n, sub=sub, expect=expect))
+                actions.append(_Action("alltoall", dim=step.src, split=step.dst, n=n, sub=sub, expect=expect,
+                                       layout=exchange_layout(mesh, state.type, step) if step.more else None))
         elif isinstance(step, DynSlice):
             c = new_state.type.dims[step.dim].local
             v = int(axes_tile_index(mesh, step.axes, state.coords)[rank])
@@ -143,6 +146,9 @@ def compile_steps(comm, actions: list[_Action], shape: tuple, dtype) -> list[_St
         if act.kind in ("allgather", "alltoall"):
             if act.kind == "allgather":
                 send_shape, recv_shape, pack = s, (act.n,) + s, None
+            elif act.layout is not None:  # a multi-pair alltoall: the pieces of its layout
+                pack = (act.layout.send_view, act.layout.send_perm, act.layout.sent)
+                send_shape = recv_shape = pack[2]
             elif act.split == 0:  # pieces along dimension 0 are contiguous: no copy
                 send_shape = recv_shape = (act.n, s[0] // act.n) + s[1:]
                 pack = None
@@ -151,10 +157,11 @@ def compile_steps(comm, actions: list[_Action], shape: tuple, dtype) -> list[_St
                 send_shape = recv_shape = pack[2]
             method = "Allgather" if act.kind == "allgather" else "Alltoall"
             counted = act.sub.bytes_of(method, probe(send_shape), probe(recv_shape))
-            new = _joined(recv_shape, act.dim)
-            live = nb(s) + (nb(send_shape) if pack else 0) + nb(recv_shape) + (nb(new) if act.dim else 0)
+            new = act.layout.shape if act.layout is not None else _joined(recv_shape, act.dim)
+            live = nb(s) + (nb(send_shape) if pack else 0) + nb(recv_shape) + (nb(new) if act.dim or act.layout
+                                                                              else 0)
             steps.append(_Step(_collective(getattr(act.sub.comm, method), send_shape, recv_shape, pack,
-                                           act.dim, dt), live, counted))
+                                           act.dim, dt, act.layout), live, counted))
         elif act.kind == "dynslice":
             sl = tuple(slice(act.lo, act.hi) if k == act.dim else slice(None) for k in range(len(s)))
             new = s[:act.dim] + (act.hi - act.lo,) + s[act.dim + 1:]
@@ -170,7 +177,7 @@ def compile_steps(comm, actions: list[_Action], shape: tuple, dtype) -> list[_St
     return steps
 
 
-def _collective(method, send_shape, recv_shape, pack, dim: int, dt):
+def _collective(method, send_shape, recv_shape, pack, dim: int, dt, layout=None):
     view, order = (None, None) if pack is None else pack[:2]
     joined, size = _joined(recv_shape, dim), math.prod(recv_shape)
 
@@ -180,6 +187,11 @@ def _collective(method, send_shape, recv_shape, pack, dim: int, dt):
         else:
             send = np.empty(send_shape, dtype=dt)
             np.copyto(send, tile.reshape(view).transpose(order))
+        if layout is not None:  # a multi-pair alltoall: the pieces join by its layout
+            recv = np.empty(recv_shape, dtype=dt)
+            method(send, recv)
+            return np.ascontiguousarray(recv.reshape(layout.recv_view).transpose(layout.recv_perm)).reshape(
+                layout.shape)
         if dim:
             recv = np.empty(recv_shape, dtype=dt)
             method(send, recv)

@@ -22,7 +22,8 @@ __all__ = ["RedistributionStep", "RedistributionProgram", "RedistributionPlan", 
 
 @value
 class RedistributionStep(Value):
-    """One step of a program: the collective (``op``), its mesh ``axes`` and tensor ``dims``, the type after it
+    """One step of a program: the collective (``op``), its mesh ``axes`` and tensor ``dims`` (of a multi-pair
+    all-to-all: every move's), the type after it
     (over the user's mesh, and over the prime mesh), the local tile after it and the bytes it moves per device;
     ``moved_devices`` (an ``allpermute`` only) counts the devices that receive."""
 
@@ -115,7 +116,8 @@ class RedistributionPlan(Value):
 
 
 def _steps(plan, itemsize: int) -> tuple[RedistributionStep, ...]:
-    return tuple(RedistributionStep(s.step.op, tuple(s.step.axes), tuple(s.step.dims), plan.display(s.type),
+    return tuple(RedistributionStep(s.step.op, tuple(getattr(s.step, "group_axes", s.step.axes)),
+                                    tuple(s.step.dims), plan.display(s.type),
                                     str(s.type), s.localsize, s.localsize * itemsize, s.cost * itemsize,
                                     s.step.moved if s.step.op == "allpermute" else None)
                  for s in plan.steps)

@@ -67,8 +67,11 @@ def apply_lowlevel(mesh: Mesh, state: Assignment, step: Step, coords0: np.ndarra
         s = relabel(mesh, state, step.dim, step.axes)
         return Assignment(apply_strict(mesh, s.type, step), s.coords)
     if isinstance(step, AllToAll):
-        s = relabel(mesh, state, step.src, step.axes)
-        return Assignment(apply_strict(mesh, s.type, step), s.coords)
+        s = state
+        for i, j, ax in step.moves:   # a multi-pair all-to-all: its moves in order (§7.1, one collective)
+            s = relabel(mesh, s, i, ax)
+            s = Assignment(apply_strict(mesh, s.type, AllToAll(i, j, ax)), s.coords)
+        return s
     if isinstance(step, DynSlice):
         return Assignment(apply_strict(mesh, state.type, step), state.coords)
     if isinstance(step, AllPermute):
@@ -89,14 +92,17 @@ def groups(mesh: Mesh, state: Assignment, step: Step) -> tuple[np.ndarray, np.nd
     Devices that agree on every coordinate except those of the step's axes (after
     :func:`relabel`) form one group of ``n`` devices; ``key`` is the mixed-radix
     value of the step's axes (minor first), i.e. the position of the device's
-    piece in the gathered or exchanged dimension.
+    piece in the gathered or exchanged dimension (of a multi-pair all-to-all: over
+    :attr:`AllToAll.group_axes`, the order of :func:`~meshplan.models.redistribution.pieces.exchange_layout`).
     """
-    if isinstance(step, (AllGather, AllToAll)):
-        dim = step.dim if isinstance(step, AllGather) else step.src
-        coords = relabel(mesh, state, dim, step.axes).coords
+    if isinstance(step, AllGather):
+        coords = relabel(mesh, state, step.dim, step.axes).coords
+    elif isinstance(step, AllToAll):   # every move's source dimension relabelled, as apply_lowlevel does
+        coords = apply_lowlevel(mesh, state, step, state.coords).coords
     else:
         raise ModelError(f"{step.op} has no device groups")
-    idx = [mesh.index(a) for a in step.axes]
+    axes = step.group_axes if isinstance(step, AllToAll) else step.axes
+    idx = [mesh.index(a) for a in axes]
     others = [i for i in range(len(mesh.axes)) if i not in idx]
     key = np.zeros(coords.shape[0], dtype=np.int64)
     w = 1

@@ -2,7 +2,8 @@
 
 ``{"op": "alltoall", "dims": [0, 1], "axes": ["x_0"]}``; a lowered ``allpermute``
 carries ``"target"`` (a type string) and ``"source"`` (``source[d]`` = the device
-whose tile device ``d`` receives).
+whose tile device ``d`` receives).  A multi-pair ``alltoall`` carries ``"moves"``
+(``[[src, dst, [axes…]], …]`` in order); its ``"dims"`` and ``"axes"`` are then every move's.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ __all__ = ["step_to_dict", "step_from_dict"]
 def step_to_dict(step: Step) -> dict[str, Any]:
     """The JSON form of one redistribution step (docs/formats.md); :func:`step_from_dict` reads it back."""
     out: dict[str, Any] = {"op": step.op, "dims": list(step.dims), "axes": list(step.axes)}
+    if isinstance(step, AllToAll) and step.more:
+        out["axes"] = list(step.group_axes)
+        out["moves"] = [[i, j, list(ax)] for i, j, ax in step.moves]
     if isinstance(step, AllPermute):
         out["target"] = str(step.target)
         out["source"] = None if step.source is None else list(step.source)
@@ -35,6 +39,8 @@ def step_from_dict(d: dict[str, Any]) -> Step:
             return AllGather(int(dims[0]), axes)
         if op == "dynslice":
             return DynSlice(int(dims[0]), axes)
+        if op == "alltoall" and "moves" in d:
+            return AllToAll.of((int(i), int(j), tuple(ax)) for i, j, ax in d["moves"])
         if op == "alltoall":
             return AllToAll(int(dims[0]), int(dims[1]), axes)
         if op == "allpermute":

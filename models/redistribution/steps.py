@@ -6,6 +6,9 @@ The steps are plain values.  :func:`apply_strict` is the typing judgement
 * ``allgather(i, x̄)``  removes the minor-most axes ``x̄`` of dimension ``i``   (T-ALLGATHER)
 * ``dynslice(i, x̄)``   adds unused axes ``x̄`` as minor-most axes of ``i``     (T-DYNSLICE)
 * ``alltoall(i, j, x̄)`` moves the minor-most axes ``x̄`` of ``i`` to the front of ``j`` (T-ALLTOALL)
+* ``alltoall(i, j, x̄; k, l, ȳ; …)`` several such moves in one all-to-all over all their axes, applied in
+  order; no dimension both gives and receives axes, so every member exchanges equal pieces (XLA's merged
+  all-to-all; an extension of the paper's step model, planned under the wire cost only)
 * ``allpermute``       any ``τ1 → τ2`` with equal local and global types      (T-PERMUTE)
 
 A bad step raises :class:`ModelError` naming the rule that fails.
@@ -70,25 +73,66 @@ class DynSlice(_OneDim):
 
 @dataclass(frozen=True, slots=True)
 class AllToAll:
-    """All-to-all over mesh ``axes`` (§4): the axes move from dimension ``src`` to dimension ``dst``."""
+    """All-to-all over mesh ``axes`` (§4): the axes move from dimension ``src`` to dimension ``dst``.
+
+    ``more`` lists further moves ``(src, dst, axes)`` done by the same collective (a multi-pair all-to-all over
+    all the moves' axes, :attr:`group_axes`); the moves apply in order, each by T-ALLTOALL, and no dimension
+    may both give and receive axes, so every group member sends each other member an equal piece."""
 
     src: int
     dst: int
     axes: tuple[str, ...]
+    more: tuple[tuple[int, int, tuple[str, ...]], ...] = ()
     op = "alltoall"
 
     def __post_init__(self) -> None:
         _check_axes(self.axes)
         if self.src == self.dst:
             raise ModelError(f"alltoall moves axes between two different dimensions, got {self.src} twice")
+        if not isinstance(self.more, tuple):
+            raise ModelError("the further moves of an alltoall must be a tuple of (src, dst, axes)")
+        for m in self.more:
+            if not (isinstance(m, tuple) and len(m) == 3):
+                raise ModelError(f"a move of an alltoall is (src, dst, axes), got {m!r}")
+            _check_axes(m[2])
+            if m[0] == m[1]:
+                raise ModelError(f"alltoall moves axes between two different dimensions, got {m[0]} twice")
+        _check_axes(self.group_axes)
+        givers, takers = {m[0] for m in self.moves}, {m[1] for m in self.moves}
+        if givers & takers:
+            raise ModelError(f"a multi-pair alltoall cannot move axes out of and into the same dimension "
+                             f"{min(givers & takers)}: its pieces would not be equal")
+
+    @classmethod
+    def of(cls, moves) -> "AllToAll":
+        """The all-to-all doing ``moves`` (a sequence of ``(src, dst, axes)``) in one collective."""
+        moves = tuple((int(i), int(j), tuple(ax)) for i, j, ax in moves)
+        if not moves:
+            raise ModelError("an alltoall needs at least one move")
+        return cls(*moves[0], more=moves[1:])
+
+    @property
+    def moves(self) -> tuple[tuple[int, int, tuple[str, ...]], ...]:
+        """Every move ``(src, dst, axes)`` of the collective, in order."""
+        return ((self.src, self.dst, self.axes),) + self.more
+
+    @property
+    def group_axes(self) -> tuple[str, ...]:
+        """The axes of the collective's device groups: every move's axes, in order (the first minor)."""
+        return tuple(a for _, _, ax in self.moves for a in ax)
 
     @property
     def dims(self) -> tuple[int, ...]:
-        """The dimensions the step touches: ``(src, dst)``."""
-        return (self.src, self.dst)
+        """The dimensions the step touches: ``(src, dst)`` (every move's, in order, for several)."""
+        if not self.more:
+            return (self.src, self.dst)
+        out: list[int] = []
+        for i, j, _ in self.moves:
+            out += [d for d in (i, j) if d not in out]
+        return tuple(out)
 
     def __str__(self) -> str:
-        return f"alltoall({self.src}, {self.dst}, {{{','.join(self.axes)}}})"
+        return "alltoall(" + "; ".join(f"{i}, {j}, {{{','.join(ax)}}}" for i, j, ax in self.moves) + ")"
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +196,10 @@ def apply_strict(mesh: Mesh, t: DistType, step: Step) -> DistType:
             raise ModelError(f"T-DYNSLICE: tile size {d.local} of dimension {step.dim} of {t} is not divisible "
                              f"by {n}, the size of {{{','.join(step.axes)}}}")
         return t.replace(step.dim, Dim(d.local // n, step.axes + d.axes, d.size))
+    if isinstance(step, AllToAll) and step.more:
+        for i, j, ax in step.moves:
+            t = apply_strict(mesh, t, AllToAll(i, j, ax))
+        return t
     if isinstance(step, AllToAll):
         di = _dim(t, step.src, "T-ALLTOALL")
         dj = _dim(t, step.dst, "T-ALLTOALL")

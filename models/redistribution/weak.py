@@ -71,10 +71,11 @@ class WeakStep:
     src: int         # the dimension gathered / sliced / giving up axes
     dst: int | None  # receiving dimension of an alltoall
     factor: int
+    merged: bool = False  # an alltoall done in the same collective as the step before it (wire-cost search)
 
     def __str__(self) -> str:
         if self.op == "alltoall":
-            return f"alltoall({self.src}, {self.dst}, ×{self.factor})"
+            return f"{'+' if self.merged else ''}alltoall({self.src}, {self.dst}, ×{self.factor})"
         return f"{self.op}({self.src}, ×{self.factor})"
 
 

@@ -26,15 +26,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from meshplan.models.core.errors import ModelError
-from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll, DynSlice, Step
+from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll, DynSlice, Step, axes_size
 from meshplan.models.redistribution.decompose import prime_factors
 from meshplan.models.redistribution.lowlevel import Assignment, apply_lowlevel
 from meshplan.models.redistribution.mesh import Mesh
 from meshplan.models.redistribution.offsets import base_offsets
 from meshplan.models.redistribution.types import Dim, DistType
-from meshplan.models.redistribution.weak import WeakStep
+from meshplan.models.redistribution.weak import WeakStep, mesh_primes, weak_of
 
-__all__ = ["lower", "lower_best", "final_permutation", "LoweringOptions"]
+__all__ = ["lower", "lower_best", "lower_wire", "merge_alltoalls", "wire_cost", "final_permutation",
+           "LoweringOptions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,3 +214,67 @@ def lower_best(mesh: Mesh, coords0: np.ndarray, src: DistType, dst: DistType,
     if best is None:
         raise ModelError("no weak path to lower")
     return best[1]
+
+
+def merge_alltoalls(ops: tuple[Step, ...], wsteps: tuple[WeakStep, ...]) -> tuple[Step, ...]:
+    """The lowered ``ops`` of the weak path ``wsteps`` with every all-to-all whose weak step joins the one
+    before it (``merged``) made one multi-pair all-to-all with it; a lowered ``allpermute`` has no weak step."""
+    out: list[Step] = []
+    pair = iter(wsteps)
+    for op in ops:
+        ws = None if isinstance(op, AllPermute) else next(pair)
+        if ws is not None and ws.merged and out and isinstance(out[-1], AllToAll) and isinstance(op, AllToAll):
+            out[-1] = AllToAll.of(out[-1].moves + op.moves)
+        else:
+            out.append(op)
+    return tuple(out)
+
+
+def wire_cost(mesh: Mesh, localsize: int, ops: tuple[Step, ...]) -> int:
+    """Elements each device sends in ``ops`` from a tile of ``localsize`` (the wire cost)."""
+    total = 0
+    for op in ops:
+        if isinstance(op, AllGather):
+            total += localsize * (axes_size(mesh, op.axes) - 1)
+            localsize *= axes_size(mesh, op.axes)
+        elif isinstance(op, DynSlice):
+            localsize //= axes_size(mesh, op.axes)
+        elif isinstance(op, AllToAll):
+            total += localsize - localsize // axes_size(mesh, op.group_axes)
+        else:
+            total += localsize
+    return total
+
+
+def lower_wire(mesh: Mesh, coords0: np.ndarray, src: DistType, dst: DistType,
+               opts: LoweringOptions = LoweringOptions(), max_paths: int = 48) -> tuple[tuple[Step, ...], int]:
+    """The cheapest lowered program under the wire cost, and the cheapest weak path's cost: the weak paths with
+    multi-pair all-to-alls (:func:`~meshplan.solvers.redistribution.merged.cheapest_paths`), cheapest first,
+    each lowered with its final permutation; stops at ``max_paths`` or once a weak path costs at least the
+    best program found (then no later path can beat it)."""
+    from meshplan.solvers.redistribution.merged import cheapest_paths
+
+    best, seen, slack, cheapest = None, set(), 0, None
+    for again in (False, True):   # the cheapest weak paths first; dearer ones only if a permutation was needed
+        for weak_cost, wsteps in cheapest_paths(mesh_primes(mesh), weak_of(src), weak_of(dst),
+                                                slack=slack, max_paths=max_paths):
+            cheapest = weak_cost if cheapest is None else cheapest
+            if best is not None and weak_cost >= best[0][0]:
+                break
+            if wsteps in seen:
+                continue
+            seen.add(wsteps)
+            try:
+                ops = merge_alltoalls(lower(mesh, coords0, src, dst, wsteps, opts), wsteps)
+            except ModelError:
+                continue
+            moved = sum(o.moved for o in ops if isinstance(o, AllPermute))
+            key = (wire_cost(mesh, src.localsize, ops), len(ops), moved)
+            if best is None or key < best[0]:
+                best = (key, ops, weak_cost)
+        if again or best is None or best[0][0] == best[2]:
+            break
+        slack = best[0][0] - cheapest - 1   # a permutation was needed: look for a dearer path without one
+    if best is None:
+        raise ModelError("no weak path to lower")
+    return best[1], cheapest

@@ -21,7 +21,7 @@ from meshplan.models.redistribution.mesh import Mesh
 from meshplan.models.redistribution.problem import check_problem as validate
 from meshplan.models.redistribution.types import DistType
 from meshplan.models.redistribution.weak import mesh_primes, weak_of
-from meshplan.solvers.redistribution.lower import LoweringOptions, lower_best
+from meshplan.solvers.redistribution.lower import LoweringOptions, lower_best, lower_wire
 from meshplan.solvers.redistribution.search import shortest_weak_path
 
 __all__ = ["PlannedStep", "Plan", "plan_redistribution", "make_plan", "check_problem"]
@@ -76,7 +76,7 @@ def check_problem(mesh: Mesh, src: DistType, dst: DistType) -> Decomposition:
 
 def step_group(mesh: Mesh, op: Step) -> int | None:
     """The number of devices in each group of a step (an all-to-all's; ``None`` where the size alone says)."""
-    return axes_size(mesh, op.axes) if isinstance(op, AllToAll) else None
+    return axes_size(mesh, op.group_axes) if isinstance(op, AllToAll) else None
 
 
 def make_plan(strategy: str, dec: Decomposition, src: DistType, dst: DistType, ops: tuple[Step, ...],
@@ -97,13 +97,18 @@ def make_plan(strategy: str, dec: Decomposition, src: DistType, dst: DistType, o
 def plan_redistribution(mesh: Mesh, src: DistType, dst: DistType,
                         opts: LoweringOptions = LoweringOptions(), cost: str = "paper") -> Plan:
     """The memory-bounded near-optimal program of §7 for ``src ⇝ dst`` on ``mesh``, cheapest under the cost
-    model ``cost`` (``paper``: Fig. 11; ``wire``: bytes sent per device)."""
+    model ``cost`` (``paper``: Fig. 11, the paper's search and step model; ``wire``: bytes sent per device, with
+    multi-pair all-to-alls and the final permutation priced, :mod:`meshplan.solvers.redistribution.merged`)."""
     check_cost(cost)
     dec = check_problem(mesh, src, dst)
     psrc, pdst = dec.type(src), dec.type(dst)
-    path = shortest_weak_path(mesh_primes(dec.prime), weak_of(psrc), weak_of(pdst), cost=cost)
-    ops = lower_best(dec.prime, dec.coords(), psrc, pdst, path.alternatives or (path.steps,), opts)
-    plan = make_plan("search", dec, psrc, pdst, ops, weak_cost=path.cost, cost=cost)
+    if cost == "wire":   # with multi-pair all-to-alls; the final permutation priced (merged.py)
+        ops, weak_cost = lower_wire(dec.prime, dec.coords(), psrc, pdst, opts)
+    else:
+        path = shortest_weak_path(mesh_primes(dec.prime), weak_of(psrc), weak_of(pdst), cost=cost)
+        ops = lower_best(dec.prime, dec.coords(), psrc, pdst, path.alternatives or (path.steps,), opts)
+        weak_cost = path.cost
+    plan = make_plan("search", dec, psrc, pdst, ops, weak_cost=weak_cost, cost=cost)
     if plan.height > plan.bound:
         raise VerificationError(f"internal: program height {plan.height} exceeds the bound {plan.bound}")
     return plan

@@ -52,7 +52,7 @@ def test_the_issue_example_gathers_twice_under_the_wire_cost():
 
 def _wire(p) -> int:
     types = [p.src] + [s.type for s in p.steps]
-    groups = [axes_size(p.mesh, s.step.axes) if isinstance(s.step, AllToAll) else None for s in p.steps]
+    groups = [axes_size(p.mesh, s.step.group_axes) if isinstance(s.step, AllToAll) else None for s in p.steps]
     return sequence_cost(types, [s.step.op for s in p.steps], groups, cost="wire")
 
 
