@@ -120,7 +120,7 @@ def _tree_positions(program: Program) -> list[list[int]]:
 def _compiled(expr: sp.Expr, names: tuple[str, ...]):
     """``expr`` as a numpy function of ``names`` (once per expression: traces of one program at several
     sizes, and of its renamings, share their bounds and subscripts)."""
-    return sp.lambdify([sp.Symbol(x, integer=True) for x in names], expr, modules="numpy")
+    return sp.lambdify([sp.Symbol(x, integer=True) for x in names], expr, modules=np)
 
 
 def build_trace(program: Program, values: dict[str, int], *, limit: int = DEFAULT_LIMIT) -> Trace:

@@ -17,8 +17,8 @@ def numeric_tiles(problem: SubProblem, budget: float, *, starts: int = 4, caps: 
     """Real tiles with the most work subject to Σ|A|(D) ≤ budget (a local search, not certified)."""
     classes = list(problem.classes)
     Dsym = [problem.symbols[c] for c in classes]
-    Pf = sp.lambdify([Dsym], problem.work_expr(), "numpy")
-    Ff = sp.lambdify([Dsym], problem.access_expr(), "numpy")
+    Pf = sp.lambdify([Dsym], problem.work_expr(), np)
+    Ff = sp.lambdify([Dsym], problem.access_expr(), np)
     lo = np.array([math.log(lower[c]) if lower and c in lower else 0.0 for c in classes])
     hi = np.array([math.log(caps[c]) if caps and c in caps else 40.0 for c in classes])
     if float(Ff(np.exp(lo))) > budget:
