@@ -16,7 +16,7 @@ import random
 
 from meshplan.models.core.values import Value, value
 
-__all__ = ["FamilyProblem", "framework_family", "MESHES", "KINDS"]
+__all__ = ["FamilyProblem", "framework_family", "multi_pair_problems", "MESHES", "KINDS"]
 
 MESHES = ((("a", 2), ("b", 2)), (("a", 2), ("b", 4)), (("a", 4), ("b", 2)), (("a", 2), ("b", 2), ("c", 2)))
 KINDS = ("transpose", "move", "order", "shard", "gather", "mixed", "uneven")
@@ -127,3 +127,20 @@ def framework_family(n: int = 49, seed: int = 26) -> tuple[FamilyProblem, ...]:
             out.append(p)
             k += 1
     return tuple(out)
+
+
+def multi_pair_problems() -> tuple[FamilyProblem, ...]:
+    """Problems on the family's meshes whose wire-cost plan has a multi-pair all-to-all (several pairs of
+    dimensions in one collective; the family's own plans have none): shards of two dimensions moving into one,
+    into two, in both orders, beside a permutation, and (PyTorch only) with sizes the mesh does not divide."""
+    ab, abc, ab4 = MESHES[0], MESHES[3], MESHES[1]
+    return tuple(FamilyProblem("mixed", m, shape, src, dst) for m, shape, src, dst in (
+        (abc, (8, 8, 8), (("a",), ("b",), ()), ((), (), ("b", "a"))),
+        (abc, (8, 8, 8), (("a",), ("b",), ()), ((), (), ("a", "b"))),
+        (abc, (8, 8, 16), (("a",), ("c", "b"), ()), ((), (), ("b", "a", "c"))),
+        (abc, (16, 8, 8), (("a",), ("c", "b"), ()), ((), ("c",), ("b", "a"))),
+        (ab4, (32, 32, 8), (("a",), ("b",), ()), ((), (), ("b", "a"))),
+        (ab, (8, 8, 8), (("a",), ("b",), ()), ((), (), ("b", "a"))),
+        (ab, (16, 24, 8), (("b",), ("a",), ()), ((), (), ("a", "b"))),
+        (ab, (5, 7, 8), (("a",), ("b",), ()), ((), (), ("b", "a"))),
+    ))

@@ -4,7 +4,7 @@ The same result as ``jax.device_put(x, sharding)``, computed by the memory-bound
 "Memory-efficient array redistribution through portable collective communication" (Rink, Kwasniewski et al.,
 §7) as explicit collectives on each device's block inside ``jax.shard_map`` over the mesh of prime sub-axes
 (:func:`meshplan.jax.layout.prime_mesh`): ``lax.all_gather`` for an all-gather, ``lax.all_to_all`` for an
-all-to-all, ``lax.ppermute`` for the final permutation and ``lax.dynamic_slice_in_dim`` for a dynamic slice.
+all-to-all (over several pairs of dimensions too: the pieces cut and joined by its layout), ``lax.ppermute`` for the final permutation and ``lax.dynamic_slice_in_dim`` for a dynamic slice.
 A step's device group is a set of physical sub-axes; where the plan's order of the group's pieces differs from
 JAX's (after the lowering renamed axes, §6), a per-device table reorders them.  Usable under ``jax.jit``
 (pass the source sharding as ``src`` when ``x`` is traced).
@@ -26,6 +26,7 @@ from meshplan.models.core.dtypes import as_dtype
 from meshplan.models.core.errors import ModelError
 from meshplan.models.redistribution.lowlevel import Assignment, apply_lowlevel, groups
 from meshplan.models.redistribution.offsets import axes_tile_index
+from meshplan.models.redistribution.pieces import exchange_layout
 from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll, DynSlice
 from meshplan.jax.layout import mesh_of, prime_mesh, spec_of, split_axes
 
@@ -117,7 +118,7 @@ def _aligned(mesh, coords0, color, key, n: int):
     return best
 
 
-def _rounds(step, color, key, n: int):
+def _rounds(step, color, key, n: int, layout=None):
     """A step over groups that no mesh axes describe, as ``n − 1`` rounds of ``ppermute`` over the whole mesh:
     in round ``r`` the member with key ``k`` sends to the member with key ``k + r`` (mod ``n``) of its group its
     block (all-gather) or the piece that member keeps (all-to-all: the piece whose index is its key), so each
@@ -129,7 +130,7 @@ def _rounds(step, color, key, n: int):
     send = np.array([[(int(key[d]) + r) % n for d in range(ndev)] for r in range(n)], dtype=np.int32)
     slot = np.array([[(int(key[d]) - k) % n for k in range(n)] for d in range(ndev)], dtype=np.int32)
     dims = (step.dim,) if isinstance(step, AllGather) else (step.src, step.dst)
-    return ("rounds", dims, n, pairs, send, slot)
+    return ("rounds", dims, n, pairs, send, slot, layout)
 
 
 def _linear(mesh, coords0, lo: np.ndarray):
@@ -153,8 +154,10 @@ def _compile(fp: FrameworkPlan):
         if isinstance(step, (AllGather, AllToAll)):
             color, key, n = groups(mesh, state, step)
             best = _aligned(mesh, coords0, color, key, n)
+            # a multi-pair all-to-all: its pieces and joins by its layout
+            layout = exchange_layout(mesh, state.type, step) if isinstance(step, AllToAll) and step.more else None
             if best is None:    # groups along no set of mesh axes (renamed axes, §6): n − 1 ppermute rounds
-                actions.append(_rounds(step, color, key, n))
+                actions.append(_rounds(step, color, key, n, layout))
                 state = new
                 continue
             axes, order = best
@@ -163,7 +166,7 @@ def _compile(fp: FrameworkPlan):
             if isinstance(step, AllGather):
                 actions.append(("allgather", step.dim, axes, None if same else order))
             else:
-                actions.append(("alltoall", step.src, step.dst, axes, n, None if same else (order, inverse)))
+                actions.append(("alltoall", step.src, step.dst, axes, n, None if same else (order, inverse), layout))
         elif isinstance(step, DynSlice):
             c = new.type.dims[step.dim].local
             lo = (axes_tile_index(mesh, step.axes, state.coords)[:ndev] * c).astype(np.int32)
@@ -195,27 +198,30 @@ def _compile(fp: FrameworkPlan):
                     g = jnp.take(g, jnp.asarray(order)[d], axis=0)
                     t = _join(g, dim)
             elif kind == "alltoall":
-                _, i, j, axes, n, perm = act
-                if perm is None:
+                _, i, j, axes, n, perm, lay = act
+                if perm is None and lay is None:
                     t = jax.lax.all_to_all(t, axes, split_axis=j, concat_axis=i, tiled=True)
                 else:
-                    order, inverse = perm
-                    pieces = _pieces(t, n, j)
-                    send = jnp.take(pieces, jnp.asarray(inverse)[d], axis=0)
+                    send = _pieces(t, n, j) if lay is None else _pack(t, lay)
+                    if perm is not None:
+                        send = jnp.take(send, jnp.asarray(perm[1])[d], axis=0)
                     recv = jax.lax.all_to_all(send, axes, split_axis=0, concat_axis=0, tiled=True)
-                    t = _join(jnp.take(recv, jnp.asarray(order)[d], axis=0), i)
+                    if perm is not None:
+                        recv = jnp.take(recv, jnp.asarray(perm[0])[d], axis=0)
+                    t = _join(recv, i) if lay is None else _unpack(recv, lay)
             elif kind == "rounds":
-                _, dims, n, pairs, send, slot = act
+                _, dims, n, pairs, send, slot, lay = act
                 if len(dims) == 1:          # all-gather: every block to every other member
                     got = [t] + [jax.lax.ppermute(t, names, list(p)) for p in pairs]
                     dim = dims[0]
                 else:                       # all-to-all: the piece (along dims[1]) each member keeps
                     i, j = dims
-                    pieces = _pieces(t, n, j)
+                    pieces = _pieces(t, n, j) if lay is None else _pack(t, lay)
                     got = [jnp.take(pieces, jnp.asarray(send)[r][d], axis=0) for r in range(n)]
                     got = [got[0]] + [jax.lax.ppermute(g, names, list(p)) for g, p in zip(got[1:], pairs)]
                     dim = i
-                t = _join(jnp.take(jnp.stack(got), jnp.asarray(slot)[d], axis=0), dim)
+                got = jnp.take(jnp.stack(got), jnp.asarray(slot)[d], axis=0)
+                t = _join(got, dim) if lay is None else _unpack(got, lay)
             elif kind == "dynslice":
                 _, dim, lo, c = act
                 if isinstance(lo, dict):
@@ -236,6 +242,16 @@ def _compile(fp: FrameworkPlan):
 def _pieces(t, n: int, dim: int):
     shape = list(t.shape)
     return jnp.moveaxis(t.reshape(shape[:dim] + [n, shape[dim] // n] + shape[dim + 1:]), dim, 0)
+
+
+def _pack(t, lay):
+    """A multi-pair all-to-all's pieces, in key order on a new first axis (its ExchangeLayout)."""
+    return jnp.transpose(t.reshape(lay.send_view), lay.send_perm).reshape(lay.pieces)
+
+
+def _unpack(recv, lay):
+    """The new tile from a multi-pair all-to-all's received pieces (its ExchangeLayout)."""
+    return jnp.transpose(recv.reshape(lay.recv_view), lay.recv_perm).reshape(lay.shape)
 
 
 def _join(pieces, dim: int):

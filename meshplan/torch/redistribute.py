@@ -4,7 +4,8 @@ The same result as ``x.redistribute(x.device_mesh, placements)``, but the collec
 program of "Memory-efficient array redistribution through portable collective communication" (Rink,
 Kwasniewski et al., §7), run with ``torch.distributed``'s functional collectives on process groups built once
 per step group and cached: ``all_gather_into_tensor`` for an all-gather, ``all_to_all_single`` for an
-all-to-all, and ``all_to_all_single`` with one non-empty piece per rank for the final permutation;
+all-to-all (one over several pairs of dimensions too), and ``all_to_all_single`` with one non-empty piece per
+rank for the final permutation;
 a dynamic slice is a local ``narrow``.  Nothing depends on the backend, so the same code runs on gloo (CPU)
 and NCCL (GPU).  A dimension DTensor splits unevenly is padded to whole tiles on the way in and cut back on
 the way out (:func:`meshplan.api.framework_plan.padded_types`).
@@ -23,6 +24,7 @@ from meshplan.models.core.dtypes import as_dtype
 from meshplan.models.core.errors import ModelError
 from meshplan.models.redistribution.lowlevel import Assignment, apply_lowlevel, groups
 from meshplan.models.redistribution.offsets import axes_tile_index
+from meshplan.models.redistribution.pieces import exchange_layout
 from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll, DynSlice
 from meshplan.torch.groups import process_group
 from meshplan.torch.layout import device_ranks, mesh_of, split_axes
@@ -120,6 +122,13 @@ class _Program:
                 if isinstance(step, AllGather):
                     self.actions.append(("allgather", step.dim, n, pg, None if ident else order,
                                          not new.type.dims[step.dim].axes))
+                elif step.more:   # a multi-pair all-to-all: pieces and joins by its layout
+                    takers = sorted({j for _, j, _ in step.moves})
+                    givers = sorted({i for i, _, _ in step.moves})
+                    self.actions.append(("alltoalls", exchange_layout(mesh, state.type, step), n, pg,
+                                         None if ident else (keys, order),
+                                         tuple(i for i in givers if not new.type.dims[i].axes),
+                                         tuple((j, state.type.dims[j].local) for j in takers)))
                 else:
                     self.actions.append(("alltoall", step.src, step.dst, n, pg,
                                          None if ident else (keys, order), not new.type.dims[step.src].axes,
@@ -157,6 +166,19 @@ class _Program:
                 t = _join(got, src)
                 if whole:
                     t = _fit(t, src, self.true[src])
+            elif kind == "alltoalls":
+                _, lay, n, pg, perm, whole, padded = act
+                for j, size in padded:
+                    t = _fit(t, j, size)
+                pieces = t.reshape(lay.send_view).permute(lay.send_perm).reshape(lay.pieces)
+                if perm is not None:
+                    pieces = pieces[perm[0]]
+                got = funcol.wait_tensor(funcol.all_to_all_single(pieces.contiguous(), None, None, pg))
+                if perm is not None:
+                    got = got[perm[1]]
+                t = got.reshape(lay.recv_view).permute(lay.recv_perm).reshape(lay.shape)
+                for i in whole:
+                    t = _fit(t, i, self.true[i])
             elif kind == "dynslice":
                 _, dim, lo, c = act
                 t = _fit(t.narrow(dim, min(lo, t.shape[dim]), max(0, min(c, t.shape[dim] - lo))), dim, c)
