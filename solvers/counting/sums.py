@@ -16,6 +16,9 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from meshplan.solvers.counting.logsums import linear as _linear
+from meshplan.solvers.counting.logsums import log_sum as _log_sum
+
 __all__ = ["Bnd", "sum_bnd", "closed_sum", "is_nonneg", "clamp0", "smin"]
 
 
@@ -123,13 +126,6 @@ def _upper_limit(n: sp.Expr) -> sp.Expr:
     if isinstance(n, sp.Max) and 0 in n.args and len(n.args) == 2:
         return [a for a in n.args if a != 0][0]
     return n
-
-
-def _linear(g: sp.Expr, d: sp.Symbol):
-    g = sp.expand(g)
-    if g.is_polynomial(d) and sp.Poly(g, d).degree() <= 1:
-        return g.coeff(d, 1), g.coeff(d, 0)
-    return None
 
 
 def _plain_sum(f: sp.Expr, d: sp.Symbol, t: sp.Expr) -> sp.Expr | None:
@@ -242,83 +238,6 @@ def _exact(f: sp.Expr, d: sp.Symbol, n: sp.Expr, facts: tuple = ()) -> sp.Expr |
     return total + rest
 
 
-def _log_ceiling(e: sp.Expr, d: sp.Symbol):
-    """``(B, b, m)`` when ``e`` is ``Max(0, ceiling(log(d + b)/log(B)) + m)`` or ``ceiling(log(d + b)/log(B))``
-    (then ``m = 0`` and ``b >= 1``) with integers ``B >= 2``, ``b``, ``m``: the count of a geometric loop
-    ``j = 1; while j < d + b: j *= B`` (plus ``m``), else None."""
-    bare = isinstance(e, sp.ceiling)
-    if isinstance(e, sp.Max) and len(e.args) == 2 and sp.S.Zero in e.args:
-        g = e.args[1 - e.args.index(sp.S.Zero)]
-    elif bare:
-        g = e
-    else:
-        return None
-    m, c = g.as_coeff_Add()
-    if not isinstance(c, sp.ceiling) or not m.is_Integer:
-        return None
-    h = c.args[0]
-    logs = [a for a in h.atoms(sp.log) if d in a.free_symbols]
-    if len(logs) != 1:
-        return None
-    lin = _linear(logs[0].args[0], d)  # log(a·d + c) = log(d + c/a) + log(a)
-    if lin is None or not (lin[0].is_number and lin[0] > 0):
-        return None
-    a, b = lin[0], sp.expand(lin[1] / lin[0])
-    if not (b.is_integer or b.is_Integer) or d in b.free_symbols:
-        return None
-    q, r = (sp.expand(h).coeff(logs[0]), sp.expand(h).subs(logs[0], 0))  # h = q·log(d + b) + r
-    if q.free_symbols or not q.is_positive or r.free_symbols:
-        return None
-    r = sp.nsimplify(sp.simplify(r + q * sp.log(a)))
-    if not r.is_Integer:  # ⌈log_B(s·x)⌉ with s not a power of B: not this form (bounds answer)
-        return None
-    m += r
-    B = sp.nsimplify(sp.exp(1 / q))
-    if not (B.is_Integer and B >= 2) or sp.simplify(q * sp.log(B) - 1) != 0:
-        return None
-    if bare and b.is_Integer and b < 1:  # ceiling(log(0)) is no count
-        return None  # (a parameter offset: the Max(0, …) a trip count always is, dropped for parameters >= 1)
-    return int(B), (int(b) if b.is_Integer else b), int(m)
-
-
-def _log_sum(term: sp.Expr, d: sp.Symbol, top: sp.Expr) -> sp.Expr | None:
-    """``sum_{d=0}^{top-1} c·Max(0, ⌈log_B(d + b)⌉ + m)`` exactly (a doubling loop inside a ``for``; thesis
-    section 2.4.4): with ``x = d + b``, ``Σ_{x=1}^{X} Max(0, ⌈log_B x⌉ + m)`` counts the pairs ``(x, k)`` with
-    ``x > B^(k-m-1)``, which is ``max(0, m)·X + (K - r0 + 1)·X - (B^K - B^(r0-1))/(B - 1)`` with
-    ``K = ⌈log_B X⌉`` and ``r0 = max(1, 1 - m)`` (0 while ``K < r0 - 1``)."""
-    c, rest = term.as_independent(d, as_Add=False)
-    got = _log_ceiling(rest, d)
-    if got is None:
-        return None
-    B, b, m = got
-    r0 = max(1, 1 - m)
-
-    def F(X):  # the sum over x = 1 … X >= 1 (and 0 at X = 0, where log(0) is taken as -oo)
-        K = sp.ceiling(sp.log(X) / sp.log(B))
-        if not isinstance(b, int):  # X may be 0 at a parameter 0: K clamped, so that 0·K is 0 there
-            K = sp.Max(0, K, evaluate=False)
-        tail = (K - r0 + 1) * X - (sp.Integer(B) ** K - sp.Integer(B) ** (r0 - 1)) / (B - 1)
-        if r0 >= 2:
-            tail = sp.Piecewise((tail, sp.Ge(X, B ** (r0 - 2) + 1)), (0, True))
-        return max(0, m) * X + tail
-
-    def f_int(x: int) -> int:  # one term, in integers: ⌈log_B x⌉ is the least K with B^K >= x
-        K = 0
-        while B ** K < x:
-            K += 1
-        return max(0, K + m)
-    X1 = b + top - 1
-    if isinstance(b, int):
-        lo = max(b, 1)
-        below = sum(f_int(x) for x in range(1, lo))  # the terms x = 1 … lo - 1 that the range leaves out
-        # kept unevaluated: parameters >= 1 make X1 >= lo look certain, but at a parameter 0 the loop is empty
-        return c * sp.Piecewise((F(X1) - below, sp.Ge(X1, lo, evaluate=False)), (0, True), evaluate=False)
-    # an offset b that is a parameter (may be 0 or negative: the terms x <= 0 are 0)
-    below = sp.Piecewise((F(b - 1), sp.Ge(b, 2, evaluate=False)), (0, True), evaluate=False)
-    nonempty = sp.And(sp.Ge(X1, 1, evaluate=False), sp.Ge(top, 1, evaluate=False), evaluate=False)
-    return c * sp.Piecewise((F(X1) - below, nonempty), (0, True), evaluate=False)
-
-
 def _drop_max(f: sp.Expr, d: sp.Symbol, top: sp.Expr, facts: tuple) -> sp.Expr:
     """``Max(0, g) -> g`` wherever ``g >= 0`` is proved for every summed ``d``."""
     own = tuple(s for s in facts if d in s.free_symbols)
@@ -328,14 +247,19 @@ def _drop_max(f: sp.Expr, d: sp.Symbol, top: sp.Expr, facts: tuple) -> sp.Expr:
         if len(mx.args) != 2 or 0 not in mx.args:
             continue
         g = [a for a in mx.args if a != 0][0]
-        if d not in g.free_symbols:
-            ok = is_nonneg(g, outer)
+        if d not in g.free_symbols:  # a log or root count stays clamped: complex or negative at a parameter 0
+            ok = is_nonneg(g, outer) and not _edge(g)
         else:
             ok = is_nonneg(g, own) or (_linear(g, d) is not None and is_nonneg(g.subs(d, 0), outer)
                                        and is_nonneg(g.subs(d, top - 1), outer))
         if ok:
             rep[mx] = g
     return f.xreplace(rep) if rep else f
+
+
+def _edge(g: sp.Expr) -> bool:
+    """A count with a log or a root of the parameters: proved ``>= 0`` only for parameters >= 1."""
+    return bool(g.free_symbols) and (g.has(sp.log) or any(not a.exp.is_Integer for a in g.atoms(sp.Pow)))
 
 
 def _relax(e: sp.Expr, d: sp.Symbol, pol: int, facts: tuple = ()) -> sp.Expr:

@@ -78,21 +78,14 @@ def _check(src: str) -> None:
                 assert lo <= executed <= hi, f"{executed} outside [{lo}, {hi}] = {dict(plan.bounds[name])}: {where}"
 
 
-# Known gap (strict: the test fails once it is fixed): a root loop with a root loop inside, under an affine
-# ``for`` — summing the inner bound over the outer ``for`` drops the clamp that makes it 0 at n = 0, and the
-# bound is complex there.
-KNOWN_GAPS = {46}
-
-
-@pytest.mark.parametrize("seed", [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason="complex bound at "
-                                  "n = 0 under an affine loop")) if s in KNOWN_GAPS else s for s in range(N_PROGRAMS)])
+@pytest.mark.parametrize("seed", range(N_PROGRAMS))
 def test_generated_nonaffine_nest(seed):
     _check(program(seed))
 
 
 def program_inner_geometric(seed: int) -> str:
-    """A doubling (or tripling) ``while`` inside an affine ``for`` — its count is a sum of ``⌈log_B(i + b)⌉``
-    (exact, section 2.4.4) — or a linear recurrence of two variables (Fibonacci, Pell: tight bounds), either
+    """A doubling (or tripling) ``while`` inside an affine ``for`` — its count is a sum of ``⌈log_B((i + b)/j0)⌉``
+    (exact, section 2.4.4, also for a start ``j0`` that is not a power of ``B``) — or a linear recurrence of two variables (Fibonacci, Pell: tight bounds), either
     possibly under an affine ``for k in range(m)``."""
     rng = random.Random(10_000 + seed)
     if rng.random() < 0.7:
@@ -115,15 +108,7 @@ def program_inner_geometric(seed: int) -> str:
     return "def prog(n, m):\n" + "\n".join("    " + x for x in body) + "\n"
 
 
-# Known gaps (strict): a loop ``j = 2; while j < i + 1: j *= 3`` under ``for k in range(m)`` (⌈log₃((i+1)/2)⌉:
-# not a power of 3, and the bounds' clamp blocks the integral bound: u1), and a Pell recurrence under
-# ``for k in range(m)`` at n = 0 (the clamp of the counts is dropped for parameters >= 1: bounds oo, -3).
-GEOMETRIC_GAPS = {6: "log of a non-power ratio under an affine loop: u1", 15: "same as 6", 19: "same as 6",
-                  20: "recurrence bounds under an affine loop at n = 0: the clamp is dropped"}
-
-
-@pytest.mark.parametrize("seed", [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=GEOMETRIC_GAPS[s]))
-                                  if s in GEOMETRIC_GAPS else s for s in range(24)])
+@pytest.mark.parametrize("seed", range(24))
 def test_generated_geometric_inner_and_recurrence_nest(seed):
     _check(program_inner_geometric(seed))
 
@@ -145,6 +130,22 @@ def test_log_sums_and_recurrences(src, exact):
         for n in (20, 100, 10 ** 6):
             lo, hi = plan.at({"n": n}).values["total_bounds"]
             assert 0 <= hi - lo <= 1, (n, lo, hi)
+
+
+@pytest.mark.parametrize("j0, base, end, lo", [(2, 3, "i + 1", "0"), (5, 2, "i", "1"), (3, 2, "i - 1", "0"),
+                                               (6, 3, "i + m", "2"), (2, 3, "i", "m")])
+def test_log_sum_start_not_a_power(j0, base, end, lo):
+    """``Σ_i #{k : j0·B^k < x_i}`` with ``j0`` not a power of ``B``: exact, equal to execution at points
+    around the powers of ``B`` times ``j0`` up to n = 55, n = 0 included."""
+    src = (f"def prog(n, m):\n    for i in range({lo}, n):\n        j = {j0}\n        while j < {end}:\n"
+           f"            S = 1\n            j *= {base}\n")
+    plan = count_iterations(src)
+    assert plan.exact and not plan.unknowns, plan.notes
+    flow = plan.result.flow
+    for n, m in ((0, 0), (0, 3), (1, 3), (2, 0), (3, 1), (5, 3), (6, 0), (7, 2), (12, 3), (13, 0), (19, 1),
+                 (25, 0), (41, 3), (55, 2)):
+        vals = {k: v for k, v in {"n": n, "m": m}.items() if k in flow.params}
+        assert plan.at(vals).values["total"] == execute(flow, vals).get("S1", 0), (vals, plan.iterations["total"])
 
 
 @pytest.mark.parametrize("src", [
