@@ -232,8 +232,15 @@ def merge_alltoalls(ops: tuple[Step, ...], wsteps: tuple[WeakStep, ...]) -> tupl
 
 def wire_cost(mesh: Mesh, localsize: int, ops: tuple[Step, ...]) -> int:
     """Elements each device sends in ``ops`` from a tile of ``localsize`` (the wire cost)."""
-    total = 0
-    for op in ops:
+    return _walk(mesh, localsize, ops)[0]
+
+
+def _walk(mesh: Mesh, localsize: int, ops: tuple[Step, ...]) -> tuple[int, int]:
+    """``(wire cost, sum of the tiles between the steps)`` of ``ops`` from a tile of ``localsize``."""
+    total, held = 0, 0
+    for k, op in enumerate(ops):
+        if k:
+            held += localsize
         if isinstance(op, AllGather):
             total += localsize * (axes_size(mesh, op.axes) - 1)
             localsize *= axes_size(mesh, op.axes)
@@ -243,24 +250,27 @@ def wire_cost(mesh: Mesh, localsize: int, ops: tuple[Step, ...]) -> int:
             total += localsize - localsize // axes_size(mesh, op.group_axes)
         else:
             total += localsize
-    return total
+    return total, held
 
 
 def lower_wire(mesh: Mesh, coords0: np.ndarray, src: DistType, dst: DistType,
                opts: LoweringOptions = LoweringOptions(), max_paths: int = 48) -> tuple[tuple[Step, ...], int]:
     """The cheapest lowered program under the wire cost, and the cheapest weak path's cost: the weak paths with
     multi-pair all-to-alls (:func:`~meshplan.solvers.redistribution.merged.cheapest_paths`), cheapest first,
-    each lowered with its final permutation; stops at ``max_paths`` or once a weak path costs at least the
-    best program found (then no later path can beat it)."""
+    each lowered with its final permutation; stops at ``max_paths`` or once a weak path costs more than the
+    best program found (then no later path can beat it), after a few equally cheap ones.  Among programs of
+    equal cost it keeps the one of fewest collectives, then smallest tiles between them (what a framework's
+    compiler must hold as temporaries), then fewest devices moved."""
     from meshplan.solvers.redistribution.merged import cheapest_paths
 
-    best, seen, slack, cheapest = None, set(), 0, None
+    best, seen, slack, cheapest, ties = None, set(), 0, None, 0
     for again in (False, True):   # the cheapest weak paths first; dearer ones only if a permutation was needed
         for weak_cost, wsteps in cheapest_paths(mesh_primes(mesh), weak_of(src), weak_of(dst),
                                                 slack=slack, max_paths=max_paths):
             cheapest = weak_cost if cheapest is None else cheapest
-            if best is not None and weak_cost >= best[0][0]:
+            if best is not None and (weak_cost > best[0][0] or (weak_cost == best[0][0] and ties >= 8)):
                 break
+            ties = ties + 1 if best is not None and weak_cost == best[0][0] else 0
             if wsteps in seen:
                 continue
             seen.add(wsteps)
@@ -269,7 +279,8 @@ def lower_wire(mesh: Mesh, coords0: np.ndarray, src: DistType, dst: DistType,
             except ModelError:
                 continue
             moved = sum(o.moved for o in ops if isinstance(o, AllPermute))
-            key = (wire_cost(mesh, src.localsize, ops), len(ops), moved)
+            key = (*_walk(mesh, src.localsize, ops), len(ops), moved)
+            key = (key[0], key[2], key[1], key[3])   # cost, collectives, tiles held between them, moved
             if best is None or key < best[0]:
                 best = (key, ops, weak_cost)
         if again or best is None or best[0][0] == best[2]:
