@@ -98,12 +98,14 @@ def counting_function(s: sp.Expr, d: sp.Symbol, *, limit: int = 100_000) -> sp.E
             disc = sp.expand(b2 ** 2 - 4 * a2 * c2)
             if disc.is_negative:
                 raise NotAffine("the guard never changes sign")
-            first = _clamp_edge(sp.ceiling(sp.radsimp((-b2 - sp.sqrt(disc)) / (2 * a2))))
+            first = sp.ceiling(sp.radsimp((-b2 - sp.sqrt(disc)) / (2 * a2)))
             if a2.is_negative and not disc.is_number and sp.expand(-b2 / (2 * a2)).is_nonpositive:
                 # a falling parabola whose vertex is at d <= 0: where disc < 0 (a parameter 0) the guard is never
                 # positive, and sqrt(Max(0, disc)) puts the crossing at the vertex, so the clamped count is 0
-                # (put in after radsimp, which would evaluate the Max away for parameters >= 1)
+                # (put in after radsimp, which would evaluate the Max away for parameters >= 1, and before the
+                # outer clamp, which xreplace would evaluate away in the same way)
                 first = first.xreplace({sp.sqrt(disc): sp.sqrt(sp.Max(0, disc, evaluate=False))})
+            first = _clamp_edge(first)
             if disc.is_nonnegative or not a2.is_negative:
                 return first
             # a falling parabola with no real root is never positive: the loop does not run (no complex count)

@@ -247,14 +247,22 @@ def _drop_max(f: sp.Expr, d: sp.Symbol, top: sp.Expr, facts: tuple) -> sp.Expr:
         if len(mx.args) != 2 or 0 not in mx.args:
             continue
         g = [a for a in mx.args if a != 0][0]
-        if d not in g.free_symbols:  # a log or root count stays clamped: complex or negative at a parameter 0
-            ok = is_nonneg(g, outer) and not _edge(g)
+        if d not in g.free_symbols:  # kept unless g >= 0 also at parameters 0 (a log or root count: always kept)
+            ok = _nonneg_from_zero(g, outer) and not _edge(g)
         else:
             ok = is_nonneg(g, own) or (_linear(g, d) is not None and is_nonneg(g.subs(d, 0), outer)
                                        and is_nonneg(g.subs(d, top - 1), outer))
         if ok:
             rep[mx] = g
     return f.xreplace(rep) if rep else f
+
+
+def _nonneg_from_zero(g: sp.Expr, facts: tuple) -> bool:
+    """:func:`is_nonneg` with the parameters taken as non-negative (not positive) integers: a clamp of a count
+    that an outer loop multiplies must hold where a parameter is 0 and the outer loop still runs."""
+    rep = {s: sp.Symbol(s.name, integer=True, nonnegative=True)
+           for e in (g, *facts) for s in e.free_symbols if s.is_Symbol and s.is_positive and not s.is_Dummy}
+    return is_nonneg(g.xreplace(rep), tuple(f.xreplace(rep) for f in facts)) if rep else is_nonneg(g, facts)
 
 
 def _edge(g: sp.Expr) -> bool:
