@@ -223,13 +223,15 @@ class _Solver:
 
 def _logs(e: sp.Expr) -> sp.Expr:
     """``log(2**i * y) -> i*log(2) + log(y)`` so that integer counters leave ceilings.  A clamp ``Max(0, …)``
-    is rebuilt unevaluated: sympy would drop it as redundant for parameters >= 1, but at a parameter 0 a log
-    count is negative or complex and the clamp makes it 0."""
+    and the conditions of a ``Piecewise`` are rebuilt unevaluated: sympy would drop them as decided for
+    parameters >= 1, but at a parameter 0 a log count is negative or complex and they make it 0."""
     if not e.has(sp.log):
         return e
     if isinstance(e, sp.Max):
         return sp.Max(*[_logs(a) for a in e.args], evaluate=False)
-    if e.has(sp.Max):
+    if isinstance(e, sp.Piecewise):
+        return sp.Piecewise(*[(_logs(v), c) for v, c in e.args], evaluate=False)
+    if e.has(sp.Max, sp.Piecewise):
         return e.func(*[_logs(a) for a in e.args])
     return sp.expand_log(e, force=True)
 

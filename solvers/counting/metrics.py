@@ -24,10 +24,23 @@ def tidy(e: sp.Expr) -> sp.Expr:
         if not e.atoms(sp.ceiling, sp.floor, sp.Min, sp.Max, sp.Piecewise, sp.log, sp.Pow) - {
                 a for a in e.atoms(sp.Pow) if a.exp.is_Integer}:
             return sp.factor(sp.expand(e))
-        x = sp.expand(e)
+        x = _expand(e)
         return x if sp.count_ops(x) <= sp.count_ops(e) else e
     except Exception:  # pragma: no cover - sympy corner cases: keep the form we have
         return e
+
+
+def _expand(e: sp.Expr) -> sp.Expr:
+    """``sympy.expand`` that keeps the conditions of piecewise counts as they are: sympy would rebuild them with
+    its evaluation, which decides ``2*n >= 1`` as true for parameters >= 1 and drops the piece that makes a
+    count 0 where a parameter is 0."""
+    pieces = e.atoms(sp.Piecewise)
+    if not pieces:
+        return sp.expand(e)
+    held = {pw: sp.Dummy() for pw in pieces}
+    out = sp.expand(e.xreplace(held))
+    return out.xreplace({h: sp.Piecewise(*[(_expand(v), c) for v, c in pw.args], evaluate=False)
+                         for pw, h in held.items()})
 
 
 def rank_max(e: sp.Expr, rank: sp.Symbol, p: sp.Symbol) -> tuple[sp.Expr, bool]:

@@ -181,6 +181,8 @@ def closed_sum(f: sp.Expr, var: sp.Symbol, lo: sp.Expr, hi: sp.Expr) -> sp.Expr 
 
 
 def _exact(f: sp.Expr, d: sp.Symbol, n: sp.Expr, facts: tuple = ()) -> sp.Expr | None:
+    if d not in f.free_symbols and f.has(sp.Piecewise):  # as it is: piecewise_fold would rebuild the conditions
+        return f * n  # with sympy's evaluation (n >= 1 is true for parameters >= 1, the 0 at n = 0 lost)
     f = sp.piecewise_fold(f)
     if n.is_Integer and 0 <= n <= 256:  # a short loop with a known count: add the terms
         return sp.Add(*[f.xreplace({d: k}) for k in range(int(n))])

@@ -78,7 +78,13 @@ def _check(src: str) -> None:
                 assert lo <= executed <= hi, f"{executed} outside [{lo}, {hi}] = {dict(plan.bounds[name])}: {where}"
 
 
-@pytest.mark.parametrize("seed", range(N_PROGRAMS))
+#: seeds past the first ones that once failed at a parameter 0 (a clamp or a piece dropped as decided for
+#: parameters >= 1): kept as regressions
+LATER_SEEDS = (83, 99, 136, 142)
+LATER_GEOMETRIC = (37, 66, 68, 83, 99)
+
+
+@pytest.mark.parametrize("seed", [*range(N_PROGRAMS), *LATER_SEEDS])
 def test_generated_nonaffine_nest(seed):
     _check(program(seed))
 
@@ -108,7 +114,7 @@ def program_inner_geometric(seed: int) -> str:
     return "def prog(n, m):\n" + "\n".join("    " + x for x in body) + "\n"
 
 
-@pytest.mark.parametrize("seed", range(24))
+@pytest.mark.parametrize("seed", [*range(24), *LATER_GEOMETRIC])
 def test_generated_geometric_inner_and_recurrence_nest(seed):
     _check(program_inner_geometric(seed))
 
