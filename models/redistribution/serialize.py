@@ -18,7 +18,7 @@ __all__ = ["step_to_dict", "step_from_dict"]
 
 
 def step_to_dict(step: Step) -> dict[str, Any]:
-    """The JSON form of one redistribution step (docs/formats.md); :func:`step_from_dict` reads it back."""
+    """The JSON form of one redistribution step (docs/redistribute.md, "Output"); :func:`step_from_dict` reads it back."""
     out: dict[str, Any] = {"op": step.op, "dims": list(step.dims), "axes": list(step.axes)}
     if isinstance(step, AllToAll) and step.more:
         out["axes"] = list(step.group_axes)
