@@ -42,7 +42,7 @@ from meshplan.solvers.soap.symbols import S, X
 
 __all__ = ["X", "S", "Intensity", "intensity", "kkt", "kkt_system", "relaxation", "linear_domination",
            "closed_form", "equality_tiles", "numeric_tiles", "KKT_MAX_DEGREE", "KKT_MAX_BRANCHES",
-           "ARGMIN_MAX_DEGREE", "SAMPLE_S", "dominating"]
+           "ARGMIN_MAX_DEGREE", "SAMPLE_S", "dominating", "rho_value_at"]
 
 #: dχ/dX·(X − S) = χ is solved for X0 only if it is a polynomial of at most this
 #: degree in X^(1/q) (roots in radicals); otherwise X0 = W·S/(W−1).
@@ -66,7 +66,7 @@ class Intensity:
 
     def rho_at(self, s: float) -> float:
         """The computational intensity ρ at fast-memory size ``s`` (∞ when no reuse bounds it)."""
-        return _value_at(self.rho, s)
+        return rho_value_at(self.rho, s)
 
     def rho_numeric(self, s: float) -> float:
         """min over X > S of χ(X)/(X − S) at memory ``s``, searched numerically.
@@ -102,7 +102,7 @@ class Intensity:
 
 
 @functools.lru_cache(maxsize=8192)
-def _value_at(rho: sp.Expr, s: float) -> float:
+def rho_value_at(rho: sp.Expr, s: float) -> float:
     """``ρ(S = s)``, once per expression (subgraphs equal up to renaming share theirs)."""
     if rho == sp.oo:
         return math.inf

@@ -158,8 +158,6 @@ _JOINT: dict = {}
 
 
 def _joint_relaxation(problem: SubProblem, relax):
-    import numpy as np
-
     monos = monomials(problem)
     groups: dict = {}
     for k, (_, cls) in enumerate(problem.work):
@@ -175,42 +173,52 @@ def _joint_relaxation(problem: SubProblem, relax):
             continue
         lps = [exponent_lp(problem, monos, problem.work[k][1]) for k in idx]
         keys = sorted({kk for lp in lps for kk in lp[4]})
-        wm = np.zeros((len(idx), len(keys)))
-        for r, lp in enumerate(lps):
-            for wj, kk in zip(lp[2], lp[4]):
-                wm[r, keys.index(kk)] = float(wj)
-        c = np.array([float(monos[kk]) for kk in keys])
-        Wf = float(W)
-
-        Wc, wmT = Wf * c, wm.T
-
-        def g(pi):                       # pi: (n, k) rows on the simplex
-            y = (pi @ wm) / Wc
-            ly = np.log(np.maximum(y, 1e-300))          # y_j = 0 only where no statement of weight > 0 uses j
-            return np.exp(ly @ wmT)                       # (n, k): each statement's term
-
-        rng = np.random.default_rng(0)
-        n = len(idx)
-        pts = np.vstack([np.eye(n), np.full((1, n), 1.0 / n), rng.dirichlet(np.ones(n), 1000)])
-        for scale in (0.03, 0.003):      # refine the best points: fixed point π_s ← m_s/Σm, and local jitter
-            vals = g(pts).sum(axis=1)    # (all points again: BLAS may round a row differently in a larger product)
-            best = pts[np.argsort(vals)[-10:]]
-            fp = best.copy()
-            for _ in range(40):
-                t = g(fp)
-                fp = t / np.maximum(t.sum(axis=1, keepdims=True), 1e-300)
-            jit = np.abs(best[:, None, :] + rng.normal(0, scale, (10, 100, n))).reshape(-1, n)
-            jit = jit / jit.sum(axis=1, keepdims=True)
-            pts = np.vstack([pts, fp, jit])
-        top = float(g(pts).sum(axis=1).max())
-        cmax = max(Cs, key=lambda e: float(e))
-        if top <= float(cmax) * (1 + 1e-9):
-            C = cmax
-        else:
-            C = sp.Rational(math.ceil(top * (1 + 1e-7) * 10 ** 12), 10 ** 12)
-            total = sp.Add(*Cs)
-            if float(C) >= float(total):
-                C = total
+        weights = [dict(zip(lp[4], lp[2])) for lp in lps]
+        wm = tuple(tuple(float(ws.get(kk, 0)) for kk in keys) for ws in weights)
+        C = _joint_constant(wm, tuple(float(monos[kk]) for kk in keys), W, tuple(Cs))
         out.append((C, W))
     return out, ("χ(X): joint Loomis–Whitney bound of the fused statements with one shared budget "
                  "(section 5.5.4), not the sum of their separate maxima" if len(problem.work) > 1 else "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _joint_constant(weights: tuple, coeffs: tuple, W: Fraction, Cs: tuple) -> sp.Expr:
+    """``C_W`` of :func:`joint_relaxation` for one exponent from the statements' dual weights (rows of
+    ``weights`` over the access monomials, ``coeffs`` their coefficients) and own constants ``Cs``: a
+    deterministic function of these numbers, so subgraphs whose statements have the same weights
+    (equal up to the names of their tile classes) share it."""
+    import numpy as np
+
+    wm = np.array(weights, dtype=float)
+    c = np.array(coeffs, dtype=float)
+    n = len(Cs)
+    Wf = float(W)
+    Wc, wmT = Wf * c, wm.T
+
+    def g(pi):                       # pi: (n, k) rows on the simplex
+        y = (pi @ wm) / Wc
+        ly = np.log(np.maximum(y, 1e-300))          # y_j = 0 only where no statement of weight > 0 uses j
+        return np.exp(ly @ wmT)                       # (n, k): each statement's term
+
+    rng = np.random.default_rng(0)
+    pts = np.vstack([np.eye(n), np.full((1, n), 1.0 / n), rng.dirichlet(np.ones(n), 1000)])
+    for scale in (0.03, 0.003):      # refine the best points: fixed point π_s ← m_s/Σm, and local jitter
+        vals = g(pts).sum(axis=1)    # (all points again: BLAS may round a row differently in a larger product)
+        best = pts[np.argsort(vals)[-10:]]
+        fp = best.copy()
+        for _ in range(40):
+            t = g(fp)
+            fp = t / np.maximum(t.sum(axis=1, keepdims=True), 1e-300)
+        jit = np.abs(best[:, None, :] + rng.normal(0, scale, (10, 100, n))).reshape(-1, n)
+        jit = jit / jit.sum(axis=1, keepdims=True)
+        pts = np.vstack([pts, fp, jit])
+    top = float(g(pts).sum(axis=1).max())
+    cmax = max(Cs, key=lambda e: float(e))
+    if top <= float(cmax) * (1 + 1e-9):
+        C = cmax
+    else:
+        C = sp.Rational(math.ceil(top * (1 + 1e-7) * 10 ** 12), 10 ** 12)
+        total = sp.Add(*Cs)
+        if float(C) >= float(total):
+            C = total
+    return C

@@ -56,7 +56,7 @@ import sympy as sp
 
 from meshplan.models.soap.cases import has_max, split_cases
 from meshplan.models.soap.sdg import SubProblem
-from meshplan.solvers.soap.chi import SAMPLE_S, Intensity, dominating
+from meshplan.solvers.soap.chi import SAMPLE_S, Intensity, dominating, rho_value_at
 from meshplan.solvers.soap.pyramid import pyramid_shape
 from meshplan.solvers.soap.dual import log_constant
 from meshplan.solvers.soap.domination import linear_domination
@@ -225,7 +225,7 @@ def _largest(chis: list, rhos: list, X0) -> tuple:
     """``(χ, X0, ρ)`` of the max over the cases: the case whose ρ dominates at every sampled S, else a
     ``Max`` of the distinct ρ (they differ numerically); χ likewise."""
     uniq = list(dict.fromkeys(rhos))
-    dom = dominating([[float(r.subs(S, s)) for s in SAMPLE_S] for r in uniq])
+    dom = dominating([[rho_value_at(r, s) for s in SAMPLE_S] for r in uniq])   # cached per expression
     rho = uniq[dom] if dom is not None else sp.Max(*uniq, evaluate=False)
     chi = chis[0] if len(set(chis)) == 1 else sp.Max(*dict.fromkeys(chis), evaluate=False)
     return chi, X0, rho
