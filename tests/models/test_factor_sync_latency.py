@@ -10,7 +10,7 @@ import json
 import pytest
 
 import meshplan as mp
-from meshplan.exec.reduction.calibrate import sync_counts
+from meshplan.exec.reduction.compute_rates import sync_counts
 from meshplan.models.core.errors import ModelError
 from meshplan.models.core.system import System
 from meshplan.models.factorization.cost import factor_cost
