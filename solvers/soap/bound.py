@@ -158,8 +158,15 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
         notes.extend(check_ranges(st))
     counts = {st.name: iterations(st) for st in program.statements}
     arrays: list[ArrayBound] = []
+    # writers in no subgraph statement lie on no path from an input (models/soap/sdg.py): left out too
+    kept = {name for p in problems for name in p.statements}
+    input_free = [st.name for st in program.statements if st.name not in kept and st.name not in excluded]
+    if input_free:
+        notes.append(f"statement(s) {', '.join(input_free)}: on no path from an input (a constant and the "
+                     "in-place updates of it that read nothing else); their vertices need no I/O and are left "
+                     "out (section 4.2.3.2)")
     for A in sdg.computed:
-        writers = tuple(st.name for st in program.writers(A) if st.name not in excluded)
+        writers = tuple(st.name for st in program.writers(A) if st.name not in excluded and st.name in kept)
         verts = sp.expand(sp.Add(*[counts[w] for w in writers]))
         cands = [r for r in results if A in r.problem.arrays and r.method != "screened"]   # the rest are below
         if not writers or not cands:
