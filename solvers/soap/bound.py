@@ -20,6 +20,7 @@ import sympy as sp
 
 from meshplan.models.core.errors import ModelError
 from meshplan.models.soap.access import Finding, check_conditions
+from meshplan.models.soap.dead import dead_statements
 from meshplan.models.soap.expand import expand_temporaries
 from meshplan.models.soap.scalars import split_scalars
 from meshplan.models.loops.program import Program, sym
@@ -139,14 +140,18 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
     findings = tuple(check_conditions(program))
     sdg = build_sdg(program)
     notes: list[str] = list(split_notes)
-    problems, excluded, free, cap = _subgraphs(sdg, max_subgraph)
+    dead = dead_statements(program)
+    if dead:
+        notes.append(f"statement(s) {', '.join(dead)}: every value is overwritten before any other statement "
+                     "reads it; no pebbling needs them, so their vertices are left out")
+    problems, excluded, free, cap = _subgraphs(sdg, max_subgraph, dead)
     live = len(sdg.computed) - len(free)
     if cap < live:
         notes.append(f"subgraphs of more than {cap} arrays are not evaluated (Theorem 5.1 iterates over "
                      "all subgraphs): a larger fusion with a higher intensity would make this bound too "
                      "high — it is not certified")
-    if excluded:
-        notes.append(f"statement(s) {', '.join(excluded)}: no access bounds their work (χ = ∞); their "
+    if set(excluded) - set(dead):
+        notes.append(f"statement(s) {', '.join(s for s in excluded if s not in dead)}: no access bounds their work (χ = ∞); their "
                      "vertices are left out and the other statements are bounded without them")
         if free:
             notes.append(f"arrays written only by those statements ({', '.join(free)}) are joined to every "
@@ -229,7 +234,7 @@ def _larger(a: sp.Expr, b: sp.Expr, params, *, leading: bool = False) -> sp.Expr
     return sp.Max(a, b)
 
 
-def _subgraphs(sdg, max_subgraph):
+def _subgraphs(sdg, max_subgraph, dead=()):
     """The subgraph statements to evaluate, with the statements of unbounded work left out:
     ``(problems, excluded statements, free arrays, size cap)``.
 
@@ -251,7 +256,7 @@ def _subgraphs(sdg, max_subgraph):
     order of the rounds only decides which of two valid fixpoints is reached (a statement
     unbounded only next to one excluded later is kept, with its ρ over the subgraphs that
     remain)."""
-    excluded: list[str] = []
+    excluded: list[str] = list(dead)   # dead statements (models/soap/dead.py) are left out from the start
     seen: dict[tuple, list[int]] = {}     # across rounds: most subgraphs recur unchanged
     built: dict[tuple, SubProblem] = {}   # (arrays, their excluded writers) → the subgraph statement
     while True:

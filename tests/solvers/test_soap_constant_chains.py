@@ -89,3 +89,30 @@ def test_a_constant_chain_is_bounded_by_the_optimal_pebbling(constants, updates,
         best = optimal_io(g, memory)
         assert best == hand_count(updates, reads_a, n, m)
         assert bound.evaluate({"N": n, "M": m, "S": memory}) <= best + 1e-9, (memory, best)
+
+
+_OVERWRITTEN = """def gen(N, M):
+    for i in range(0, N):
+        B[i] += A0[i, i]
+    for i in range(0, M):
+        B[i] += B[i] * A1[i, i]
+    for i in range(0, N):
+        B[i] = 1.0
+"""
+
+
+@pytest.mark.parametrize("n, m, optimum", [
+    (2, 1, 2),    # store B[0], B[1]: the updates of B[0] are overwritten, so no play computes them
+    (1, 2, 4),    # B[1] survives: load B[1], A1[1, 1]; store B[0], B[1]
+])
+def test_values_overwritten_before_any_read_are_not_counted(n, m, optimum):
+    """The mirror image of an input-free chain: vertices on no path to an output (the first update is
+    overwritten by the constant before anything else reads it; models/soap/dead.py).  Counting them
+    gave 3M/2 + 3N/2 = 4.5 against both optima."""
+    (p,) = parse_source(_OVERWRITTEN)
+    g = cdag(p, {"N": n, "M": m})
+    best = optimal_io(g, _need(g))
+    assert best == optimum
+    res = analyze(p)
+    assert res.evaluate({"N": n, "M": m, "S": _need(g)}) <= best + 1e-9
+    assert any("overwritten before any other statement reads it" in note for note in res.notes)
