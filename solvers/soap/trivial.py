@@ -10,7 +10,8 @@ depending on an unused loop) counts nothing — the floor only ever gets smaller
 
 An array is an *input* when it is read and never written, an *output* when it is written
 and read by no statement other than its writers (a temporary such as 2mm's ``tmp`` may
-live in fast memory only, so it counts nothing).
+live in fast memory only, so it counts nothing).  Reads of a statement whose values are all
+overwritten before any read (``models.soap.dead``) count nothing: no schedule needs them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import sympy as sp
 
 from meshplan.models.loops.program import Access, Program, Statement
+from meshplan.models.soap.dead import dead_statements
 from meshplan.models.soap.symbolic import simplified
 
 __all__ = ["trivial_bound"]
@@ -56,6 +58,7 @@ def _count(st: Statement, acc: Access) -> sp.Expr | None:
 def trivial_bound(program: Program) -> tuple[sp.Expr, tuple[str, ...]]:
     """``(Σ inputs read + Σ outputs written, the arrays counted)``."""
     written = {st.output.array for st in program.statements}
+    dead = set(dead_statements(program))   # overwritten before any read: no schedule needs their inputs
     readers: dict[str, set[str]] = {}
     for st in program.statements:
         for a in st.inputs:
@@ -63,7 +66,8 @@ def trivial_bound(program: Program) -> tuple[sp.Expr, tuple[str, ...]]:
     total, counted = sp.Integer(0), []
     for arr in program.arrays:
         if arr not in written:
-            accs = [(st, a) for st in program.statements for a in st.inputs if a.array == arr]
+            accs = [(st, a) for st in program.statements if st.name not in dead
+                    for a in st.inputs if a.array == arr]
         elif readers.get(arr, set()) <= {w.name for w in program.writers(arr)}:
             accs = [(st, st.output) for st in program.writers(arr)]
         else:

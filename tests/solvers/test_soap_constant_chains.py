@@ -116,3 +116,16 @@ def test_values_overwritten_before_any_read_are_not_counted(n, m, optimum):
     res = analyze(p)
     assert res.evaluate({"N": n, "M": m, "S": _need(g)}) <= best + 1e-9
     assert any("overwritten before any other statement reads it" in note for note in res.notes)
+
+
+def test_the_trivial_floor_reads_nothing_for_an_overwritten_statement():
+    """``A[i] = C[i + 1, i]·X[i]`` then ``A[i] = 1.0``: no play reads C or X (drawn by a sweep of the
+    random-program strategy against the exhaustive optimum; the floor counted 2N reads)."""
+    (p,) = parse_source("def gen(N, M):\n    for i in range(0, N):\n        A[i] = C[i + 1, i] * X[i]\n"
+                        "    for i in range(0, N):\n        A[i] = 1.0\n")
+    res = analyze(p)
+    for n in (1, 2):
+        g = cdag(p, {"N": n, "M": 1})
+        best = optimal_io(g, _need(g))
+        assert best == n                       # store every A[i]
+        assert res.evaluate({"N": n, "M": 1, "S": _need(g)}) <= best + 1e-9
