@@ -1,9 +1,11 @@
-"""Statements whose values no output needs: overwritten before anything else reads them.
+"""Vertices that no red–blue pebbling needs to pay for: on no path to an output, or from an input.
 
-A red–blue pebbling need not compute a vertex that lies on no path to an output of the CDAG (an
-element's last value): ``B[i] += A[i, i]`` followed by ``B[i] = 1.0`` over the same elements moves
-only the stores of ``B``.  Counting such vertices in |V| makes the SOAP bound of Kwasniewski's thesis
-(section 4.2.3.2: the bound counts the vertices every pebbling computes) exceed the optimal I/O.
+A pebbling need not compute a vertex that lies on no path to an output of the CDAG (an element's
+last value): ``B[i] += A[i, i]`` followed by ``B[i] = 1.0`` over the same elements moves only the
+stores of ``B`` (:func:`dead_statements`).  A vertex on no path from an input (``B[i] = 1.0``, then
+``B[i] += 1.0``) is computed from nothing and belongs to no minimum dominator set (Kwasniewski's
+thesis, section 4.2.3.2; :func:`input_free_writers`).  Counting either kind in |V| makes the SOAP
+bound exceed the optimal I/O.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import sympy as sp
 
 from meshplan.models.loops.program import Program, Statement
+from meshplan.models.soap.symbolic import simplified
 
 
 def dead_statements(program: Program) -> tuple[str, ...]:
@@ -48,9 +51,45 @@ def _elements(st: Statement, params: set[str]) -> tuple | None:
     out = []
     for x in st.output.index:
         lp = loops.get(str(x)) if isinstance(x, sp.Symbol) else None
-        if lp is None or not {str(v) for v in sp.sympify(lp.lower).free_symbols | sp.sympify(lp.upper).free_symbols} <= params:
+        bounds = sp.sympify(lp.lower).free_symbols | sp.sympify(lp.upper).free_symbols if lp else set()
+        if lp is None or not {str(v) for v in bounds} <= params:
             return None
         out.append((sp.sympify(lp.lower), sp.sympify(lp.upper), lp.step))
     if len({str(x) for x in st.output.index}) != len(st.output.index):
         return None
     return tuple(out)
+
+
+def constant_in_tile(c, group, order: dict, constant: set) -> bool:
+    """Whether the older version that the in-place read ``c`` needs is produced in the tile by a statement
+    of ``constant``: one without inputs (``C[i] = 1.0``) or input-free (:func:`input_free_writers`).
+
+    Without a version loop the group's writers share the tile's spatial classes, so the last writer
+    before ``c``'s statement computes the older version of every element the tile updates, inside the
+    tile.  A vertex whose ancestors (if any) have no predecessors lies on no path from an input, so
+    no minimum dominator set holds it (section 4.2.3.2 of the thesis): the Corollary 5.1 term counts
+    no older version for it.  The read's own element may lie outside that writer's range (then its older
+    version is an initial value); leaving it out only lowers the bound."""
+    before = [g for g in group if g.role == "out" and order[g.stmt] < order[c.stmt]]
+    return bool(before) and max(before, key=lambda g: order[g.stmt]).stmt in constant
+
+
+def input_free_writers(group, vers, outs_off, order: dict, constant: set, sdg) -> set:
+    """The writers of a Corollary 5.1 group (:func:`meshplan.models.soap.sdg.subgraph_problem`, no
+    version loop) whose vertices lie on no path from an input of the CDAG (thesis section 4.2.3.2):
+    a statement without inputs (``B[i] = 1.0``), and, in program order, a writer whose every read is
+    an in-place read of the very element (an older version) that the last writer before it, itself
+    input-free, computes in the tile (``B[i] += 1.0`` after ``B[i] = 1.0``).
+
+    Where the read element lies outside that writer's range its older version is an initial value;
+    treating it as input-free only drops an older-version term, which lowers the bound."""
+    older = {id(c) for c, v in zip(group, vers)
+             if v == -1 and tuple(simplified(x) for x in c.offsets) in outs_off}
+    writers = sorted({g.stmt for g in group if g.role == "out"}, key=order.__getitem__)
+    free = set(w for w in writers if w in constant)
+    for w in writers:
+        reads = [c for c in sdg.comps[w] if c.role != "out"]
+        if w not in free and reads and all(id(c) in older and constant_in_tile(c, group, order, free)
+                                           for c in reads):
+            free.add(w)
+    return free

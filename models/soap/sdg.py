@@ -30,6 +30,7 @@ import sympy as sp
 from meshplan.models.soap.access import Component, components
 from meshplan.models.loops.program import Program
 from meshplan.models.soap.symbolic import simplified
+from meshplan.models.soap.dead import constant_in_tile, input_free_writers
 from meshplan.models.soap.terms import Term, UnionFind, access_text, box, default_size, input_terms, tile_symbol
 
 __all__ = ["Term", "SubProblem", "Sdg", "build_sdg", "subgraph_problem", "tile_symbol"]
@@ -265,9 +266,9 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
             tv = len(set(vers)) - 1
         else:  # no version loop: only an in-place read of the very element is an older version
             outs_off = {tuple(simplified(x) for x in g.offsets) for g in group if g.role == "out"}
-            fixed = _input_free(group, vers, outs_off, order, constant, sdg)
+            fixed = input_free_writers(group, vers, outs_off, order, constant, sdg)
             tv = int(any(v == -1 and tuple(simplified(x) for x in c.offsets) in outs_off
-                         and not _constant_in_tile(c, group, order, fixed)
+                         and not constant_in_tile(c, group, order, fixed)
                          for c, v in zip(group, vers)))
         if not vclasses and not {g.stmt for g in group if g.role == "out"} <= fixed:
             input_free |= fixed   # (a chain with no input at all has no term bounding it: excluded later)
@@ -311,40 +312,6 @@ def _writer_of(c: Component, group) -> str:
         if o.stmt == c.stmt:
             return o.stmt
     return outs[0].stmt
-
-
-def _constant_in_tile(c: Component, group, order: dict, constant: set) -> bool:
-    """Whether the older version that the in-place read ``c`` needs is produced in the tile by a statement
-    of ``constant``: one without inputs (``C[i] = 1.0``) or input-free (:func:`_input_free`).
-
-    Without a version loop the group's writers share the tile's spatial classes, so the last writer
-    before ``c``'s statement computes the older version of every element the tile updates, inside the
-    tile.  A vertex whose ancestors (if any) have no predecessors lies on no path from an input, so no minimum
-    dominator set holds it (section 4.2.3.2 of the thesis): the Corollary 5.1 term counts no older
-    version for it.  The read's own element may lie outside that writer's range (then its older
-    version is an initial value); leaving it out only lowers the bound."""
-    before = [g for g in group if g.role == "out" and order[g.stmt] < order[c.stmt]]
-    return bool(before) and max(before, key=lambda g: order[g.stmt]).stmt in constant
-
-
-def _input_free(group, vers, outs_off, order: dict, constant: set, sdg: Sdg) -> set:
-    """The group's writers whose vertices lie on no path from an input of the CDAG (thesis section
-    4.2.3.2): a statement without inputs (``B[i] = 1.0``), and, in program order, a writer whose every
-    read is an in-place read of the very element (an older version) that the last writer before it,
-    itself input-free, computes in the tile (``B[i] += 1.0`` after ``B[i] = 1.0``).
-
-    Where the read element lies outside that writer's range its older version is an initial value;
-    treating it as input-free only drops an older-version term, which lowers the bound."""
-    older = {id(c) for c, v in zip(group, vers)
-             if v == -1 and tuple(simplified(x) for x in c.offsets) in outs_off}
-    writers = sorted({g.stmt for g in group if g.role == "out"}, key=order.__getitem__)
-    free = set(w for w in writers if w in constant)
-    for w in writers:
-        reads = [c for c in sdg.comps[w] if c.role != "out"]
-        if w not in free and reads and all(id(c) in older and _constant_in_tile(c, group, order, free)
-                                           for c in reads):
-            free.add(w)
-    return free
 
 
 def internal_reads(arr: str, cs: list[Component], terms: list[Term], comps: list[Component], matched: dict,

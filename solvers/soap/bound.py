@@ -151,7 +151,8 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
                      "all subgraphs): a larger fusion with a higher intensity would make this bound too "
                      "high — it is not certified")
     if set(excluded) - set(dead):
-        notes.append(f"statement(s) {', '.join(s for s in excluded if s not in dead)}: no access bounds their work (χ = ∞); their "
+        unbounded = ', '.join(s for s in excluded if s not in dead)
+        notes.append(f"statement(s) {unbounded}: no access bounds their work (χ = ∞); their "
                      "vertices are left out and the other statements are bounded without them")
         if free:
             notes.append(f"arrays written only by those statements ({', '.join(free)}) are joined to every "
@@ -163,7 +164,7 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
         notes.extend(check_ranges(st))
     counts = {st.name: iterations(st) for st in program.statements}
     arrays: list[ArrayBound] = []
-    # writers in no subgraph statement lie on no path from an input (models/soap/sdg.py): left out too
+    # writers in no subgraph statement lie on no path from an input (models/soap/dead.py): left out too
     kept = {name for p in problems for name in p.statements}
     input_free = [st.name for st in program.statements if st.name not in kept and st.name not in excluded]
     if input_free:
