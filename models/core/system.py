@@ -145,12 +145,10 @@ class System:
         if not all(isinstance(lv, Level) for lv in self.levels):
             raise ModelError("a system's levels must be Level values")
         object.__setattr__(self, "sizes", tuple(lv.size for lv in self.levels))
-        if self.flop_rate is not None and not (isinstance(self.flop_rate, (int, float)) and not
-                                               isinstance(self.flop_rate, bool) and 0 < self.flop_rate < math.inf):
+        if not _finite(self.flop_rate, zero=False):
             raise ModelError(f"flop_rate must be a positive number of flop/s, got {self.flop_rate!r}")
         object.__setattr__(self, "sync_latency", _sync_pairs(self.sync_latency))
-        if self.gemm_half_k is not None and not (isinstance(self.gemm_half_k, (int, float)) and not
-                                                 isinstance(self.gemm_half_k, bool) and 0 <= self.gemm_half_k < math.inf):
+        if not _finite(self.gemm_half_k, zero=True):
             raise ModelError(f"gemm_half_k must be a finite number >= 0 (an inner dimension), got {self.gemm_half_k!r}")
         if not self.levels:
             raise ModelError("a system needs at least one level, e.g. node=4,gpu=8")
@@ -290,7 +288,7 @@ class System:
             raise ModelError(f"{source}: `sync_latency` must map a rank count to seconds ({err})") from err
         return cls(levels=tuple(out), name=str(data.get("name", "")), description=str(data.get("description", "")),
                    flop_rate=None if rate is None else float(rate), sync_latency=pairs,
-                   gemm_half_k=None if half is None else _number(half, "gemm_half_k", source))
+                   gemm_half_k=half)
 
     @classmethod
     def parse(cls, text: str) -> "System":
@@ -350,11 +348,10 @@ class System:
         return cls(levels=tuple(levels))
 
 
-def _number(x: Any, key: str, source: str) -> float:
-    """``x`` as a float, else a ModelError naming ``key`` of ``source``."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise ModelError(f"{source}: `{key}` must be a number, got {x!r}")
-    return float(x)
+def _finite(x: Any, *, zero: bool) -> bool:
+    """Whether an optional measured rate ``x`` is absent (None) or a finite number > 0 (``zero``: ≥ 0)."""
+    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool) and
+                         (0 <= x if zero else 0 < x) and x < math.inf)
 
 
 def _sync_pairs(pairs) -> tuple[tuple[int, float], ...]:

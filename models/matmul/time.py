@@ -8,9 +8,9 @@ blocks cost (section 4.8); Solomonik et al.'s cost model, which it cites, adds t
 three are seconds: messages·α + words·(bytes per word)/bandwidth + flops/(flop rate).  A :class:`Rates` holds
 the three constants of one machine, read from a :class:`~meshplan.models.core.system.System` measured by
 ``meshplan calibrate``: the latency and bandwidth of its slowest level that carries messages, and its measured
-f64 matrix-multiply rate, with the inner dimension at which a matrix multiply runs at half that rate (the
-narrow rank-``v`` updates of a factorization; :meth:`Rates.rate`).  :class:`TimeModel` is one candidate's time, split into its three terms, so an
-explanation can say what each candidate costs and why the winner wins.
+f64 matrix-multiply rate, with the inner dimension at which a matrix multiply runs at half that rate (the narrow
+rank-``v`` updates of a factorization; :meth:`Rates.rate`).  :class:`TimeModel` is one candidate's time, split into
+its three terms, so an explanation can say what each candidate costs and why the winner wins.
 
 * :func:`cosma_time` — the COSMA schedule on grid ``[pm, pn, pk]`` in ``rounds`` slabs: per round a ring
   Allgatherv along j (pn − 1 messages) and along i (pm − 1), at the end a ring Reduce_scatter along l
@@ -78,9 +78,8 @@ class Rates:
             [ln for lv in system.levels for ln in lv.links]
         if not links:
             raise ModelError("the system has no interconnect to read latency and bandwidth from", param="system")
-        half = getattr(system, "gemm_half_k", None)
         return cls(max(ln.latency for ln in links), min(ln.bandwidth for ln in links), float(system.flop_rate),
-                   0.0 if half is None else float(half))
+                   float(system.gemm_half_k or 0.0))
 
 
 @value
