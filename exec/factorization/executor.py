@@ -16,9 +16,10 @@ zeros (their partial sums).  Right-hand sides and solutions hold the rows :attr:
 
 The factorization and the solves move their data point to point on a private duplicate of the
 communicator (made at bind, freed by :meth:`close`), counted in :attr:`counter`; they create no MPI
-handle per call.  Their messages depend only on the plan (and a solve's on the pivots and ``nrhs``), so the
-first Cholesky factorization and the first solve of each ``nrhs`` with given factors count them message by
-message, and the later ones hand them to the plain communicator and add the same bytes once.  A breakdown — a singular matrix (LU), one that is not positive definite (Cholesky) —
+handle per call.  Their messages depend only on the plan (and a solve's on the pivots and ``nrhs``), so the first
+Cholesky factorization and the first solve of each ``nrhs`` with given factors count them message by message, and
+the later ones hand them to the plain communicator and add the same bytes once.  A breakdown — a singular matrix
+(LU), one that is not positive definite (Cholesky) —
 raises :class:`~meshplan.models.factorization.breakdown.FactorizationBreakdown` (a
 ``VerificationError``) naming the step, block and column on every rank: the ranks agree on it with one
 small uncounted reduction, so none waits for another.  Bad input raises ``ModelError`` on every rank: a
@@ -356,8 +357,8 @@ class Factors:
             check.Wait()  # every rank posted it before its sweeps: it completes
             if known is not None:
                 ex.counter.add(*known)
-        agreed = ex._rhs_agreed
-        if agreed[0] or agreed[1] != -agreed[2]:
+        wrong, word, neg = ex._rhs_agreed
+        if wrong or word != -neg:
             ex._refuse(b, "b_loc", unconverted=bool(ex._rhs_status[0]))
         if faults:  # messages that did not match although every rank's b_loc is right: not the user's error
             raise faults[0]

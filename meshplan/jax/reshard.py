@@ -4,7 +4,8 @@ The same result as ``jax.device_put(x, sharding)``, computed by the memory-bound
 "Memory-efficient array redistribution through portable collective communication" (Rink, Kwasniewski et al.,
 §7) as explicit collectives on each device's block inside ``jax.shard_map`` over the mesh of prime sub-axes
 (:func:`meshplan.jax.layout.prime_mesh`): ``lax.all_gather`` for an all-gather, ``lax.all_to_all`` for an
-all-to-all (over several pairs of dimensions too: the pieces cut and joined by its layout), ``lax.ppermute`` for the final permutation and ``lax.dynamic_slice_in_dim`` for a dynamic slice.
+all-to-all (over several pairs of dimensions too: the pieces cut and joined by its layout), ``lax.ppermute`` for
+the final permutation and ``lax.dynamic_slice_in_dim`` for a dynamic slice.
 A step's device group is a set of physical sub-axes; where the plan's order of the group's pieces differs from
 JAX's (after the lowering renamed axes, §6), a per-device table reorders them.  Usable under ``jax.jit``
 (pass the source sharding as ``src`` when ``x`` is traced).
