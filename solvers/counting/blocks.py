@@ -14,8 +14,17 @@ of every dimension together is the heaviest.
 The most loaded rank is then found by a proof, not assumed: if moving a block right never lowers its count
 (``C(L+1, H+1) >= C(L, H)``) and growing it to the left never lowers it (``C(L-1, H) >= C(L, H)``), every
 block of at most ``⌈E/p⌉`` points counts at most the last block ``[E - ⌈E/p⌉, E)``, which is rank ``p - 1``'s.
-isl proves both inequalities by bounding the differences from below (``isl_pw_qpolynomial_bound``); when it
-cannot, :func:`count_blocks` gives up and the closed-form engine answers.
+Each inequality is proved in one of two sound ways:
+
+* by a one-to-one map: a translation of the loop counters (``j -> j + 1`` for the loop over the block, or
+  none) that maps the domain at ``(L, H)`` into the domain at ``(L+1, H+1)`` (resp. ``(L-1, H)``) for every
+  parameter value at once — an inclusion of Presburger sets, which isl decides; this needs no bound of a
+  polynomial, so it holds where the counts grow without bound with the parameters (LU's trailing update on a
+  p × q grid, whose count difference isl's Bernstein bounds take to −∞ over the unbounded ``n``);
+* otherwise by bounding the count difference from below (``isl_pw_qpolynomial_bound``) by a number >= 0.
+
+When neither succeeds, :func:`count_blocks` gives up and the closed-form engine answers (and says when it is
+not exact).
 """
 
 from __future__ import annotations
@@ -83,13 +92,46 @@ def _map(nodes, rep: dict) -> tuple:
     return tuple(out)
 
 
-def _card(dom: Domain, params: tuple[str, ...], shift: dict, extra: tuple = ()):
+def _set(dom: Domain, params: tuple[str, ...], shift: dict, extra: tuple = ()):
     import islpy as isl
 
     from meshplan.solvers.counting.barvinok import isl_text
 
     d = Domain(dom.statement, dom.counters, tuple(c.xreplace(shift) for c in dom.constraints) + extra)
-    return isl.Set(isl_text(d, params)).card()
+    return isl.Set(isl_text(d, params))
+
+
+def _card(dom: Domain, params: tuple[str, ...], shift: dict, extra: tuple = ()):
+    return _set(dom, params, shift, extra).card()
+
+
+def _context(params: tuple[str, ...], region: str):
+    import islpy as isl
+
+    return isl.Set(f"[{', '.join(params)}] -> {{ : {' and '.join(f'{q} >= 0' for q in params)} and {region} }}")
+
+
+def _injects(dom: Domain, params: tuple[str, ...], shift: dict, region: str, ends: tuple) -> bool:
+    """True when a translation of the counters maps the domain at every parameter value of ``region`` into the
+    domain with the block's ends moved by ``shift``: a one-to-one map, so the moved block counts at least as
+    many points (isl decides the inclusion of the two Presburger sets exactly, for all parameter values at
+    once).  The translations tried move no counter, or by ±1 one counter (or every counter) whose bounds
+    name the block's ends ``ends`` — the loop over the block (``i -> i + 1`` when the block moves right)."""
+    import islpy as isl
+
+    src = _set(dom, params, {}).intersect_params(_context(params, region))
+    dst = _set(dom, params, shift)
+    names = [c.name for c in dom.counters]
+    moved = [k for k, c in enumerate(dom.counters)
+             if any(c in g.free_symbols and g.free_symbols & set(ends) for g in dom.constraints)]
+    steps = [()] + [(k,) for k in moved] + ([tuple(moved)] if len(moved) > 1 else [])
+    for step in steps:
+        for sign in ((1,) if not step else (1, -1)):
+            image = ", ".join(f"{x} + {sign}" if k in step else x for k, x in enumerate(names))
+            m = isl.Map(f"[{', '.join(params)}] -> {{ [{', '.join(names)}] -> [{image}] }}")
+            if src.apply(m).is_subset(dst):
+                return True
+    return False
 
 
 def _never_negative(diff, params: tuple[str, ...], region: str) -> bool:
@@ -97,7 +139,7 @@ def _never_negative(diff, params: tuple[str, ...], region: str) -> bool:
     >= 0 on ``region`` (isl constraint text on the parameters, all >= 0)."""
     import islpy as isl
 
-    ctx = isl.Set(f"[{', '.join(params)}] -> {{ : {' and '.join(f'{q} >= 0' for q in params)} and {region} }}")
+    ctx = _context(params, region)
     d = diff.intersect_params(ctx).coalesce()
     n = d.dim(isl.dim_type.param)
     flat = d.move_dims(isl.dim_type.in_, 0, isl.dim_type.param, 0, n)
@@ -158,11 +200,11 @@ def count_blocks(flow: Flow, procs: str = "p") -> dict[str, sp.Expr] | None:
         rest = "".join(f" and 0 <= {L2.name} and {L2.name} <= {H2.name} and {H2.name} "
                        f"{'=' if j < k else '<='} {_isl_expr(E2)}" for j, (E2, L2, H2) in enumerate(dims) if j != k)
         for d in doms.values():
-            right = _card(d, params, {L: L + 1, H: H + 1}).sub(_card(d, params, {}))
-            grow = _card(d, params, {L: L - 1}).sub(_card(d, params, {}))
-            if not (_never_negative(right, params, f"{lo} <= {hi} and {hi} + 1 <= {e_txt}{rest}")
-                    and _never_negative(grow, params, f"1 <= {lo} and {lo} <= {hi} and {hi} <= {e_txt}{rest}")):
-                return None
+            for shift, region in (({L: L + 1, H: H + 1}, f"{lo} <= {hi} and {hi} + 1 <= {e_txt}{rest}"),
+                                  ({L: L - 1}, f"1 <= {lo} and {lo} <= {hi} and {hi} <= {e_txt}{rest}")):
+                if not (_injects(d, params, shift, region, (L, H))
+                        or _never_negative(_card(d, params, shift).sub(_card(d, params, {})), params, region)):
+                    return None
     counts = count_domains(doms, params)
     if counts is None:
         return None
