@@ -118,20 +118,25 @@ def exchange(comm, sends, recvs, tag: int, dtype=np.float64, faults: list | None
 
 
 def reduce_column(comm, lay: Layout, A: np.ndarray, rows, c0: int, vt: int, z0: int, tag: int,
-                  tri: int = 0) -> np.ndarray:
+                  tri: int = 0, inplace: bool = False) -> np.ndarray:
     """Algorithm 2 line 1 on a rank of the grid column holding block column ``[c0, c0+vt)``: the local
     ``rows`` of it, summed over the ``Pz`` layers onto layer ``z0`` (the other layers send theirs).
     The first block column (``c0 = 0``) is not reduced: the layers ``z > 0`` still hold zeros.  With
     ``tri`` the first ``tri`` rows are a diagonal block of which only the lower triangle is reduced
-    (Cholesky: its strict upper part is left as layer ``z0``'s own partial sum)."""
+    (Cholesky: its strict upper part is left as layer ``z0``'s own partial sum).  A copy, or with ``inplace``
+    the block column of ``A`` itself: layer ``z0`` sums into it, the other layers zero it once sent."""
     g = lay.grid
     jl = lay.cols_from(c0).start
-    blk = A[rows, jl:jl + vt].copy()
+    blk = A[rows, jl:jl + vt]
+    if not inplace:
+        blk = blk.copy()
     if g.Pz > 1 and c0 > 0:
         sel = np.ones(blk.shape, dtype=bool)
         sel[:tri, :tri] = np.tri(tri, dtype=bool)
         if lay.pz != z0:
             exchange(comm, [(g.rank(lay.px, lay.py, z0), blk[sel])], [], tag, lay.dtype)
+            if inplace:
+                blk[...] = 0
         else:
             srcs = [(g.rank(lay.px, lay.py, z), (int(sel.sum()),)) for z in range(g.Pz) if z != z0]
             for part in exchange(comm, [], srcs, tag, lay.dtype):

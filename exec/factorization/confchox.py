@@ -99,8 +99,8 @@ class Step:
     row_start: int          # holders: the row panel is the panel's rows from here
     n_rows: int             # rows of the row panel
     col_recvs: tuple        # (rank, count) of the column panel parts from the other holders
-    col_own: tuple          # (positions in W_cols, rows of the row panel) of the column panel held here
-    col_other: tuple        # (positions in W_cols, rows of the received parts)
+    col_own: tuple          # runs (position in W_cols, row of the row panel, length) of the column panel held here
+    col_other: tuple        # per received part, its runs (position in W_cols, row of the part, length)
     n_cols: int             # columns updated (the column panel's rows)
     rr0: int                # local row of the row panel's first row
     rc0: int                # local column of the first trailing column
@@ -155,18 +155,14 @@ def steps(N: int, g: FactorGrid, rank: int) -> tuple[Step, ...]:
         cols = mycols[:upto] if use else mycols[:0]
         src = lay.px_of(cols)
         own = np.flatnonzero(src == px)
-        col_own = (own, np.searchsorted(grow[first:], cols[own]))
-        col_recvs, pos, idx, off = [], [], [], 0
+        col_own = _runs(own, np.searchsorted(grow[first:], cols[own]))
+        col_recvs, col_other = [], []
         for x in range(Px):
             k = np.flatnonzero(src == x)
             if x == px or not len(k):
                 continue
             col_recvs.append((g.rank(x, py_t, z0), len(k)))
-            pos.append(k)
-            idx.append(off + np.arange(len(k)))
-            off += len(k)
-        col_other = (np.concatenate(pos) if pos else np.zeros(0, np.int64),
-                     np.concatenate(idx) if idx else np.zeros(0, np.int64))
+            col_other.append(_runs(k, np.arange(len(k))))
         now, later = [], []
         if use:
             # block column b of the local trailing columns is updated from its first row r (≥ its first column)
@@ -182,8 +178,18 @@ def steps(N: int, g: FactorGrid, rank: int) -> tuple[Step, ...]:
                 now = staircase(blocks, R)
         out.append(Step(c0, vt, lo, hi, in_column, holder, diag, lay.cols_from(c0).start if in_column else 0,
                         ra, nd, diag_dests, diag_src, tuple(sends), row_src, first, n_rows, tuple(col_recvs),
-                        col_own, col_other, upto, rr.start + first, rc.start, tuple(now), tuple(later)))
+                        col_own, tuple(col_other), upto, rr.start + first, rc.start, tuple(now), tuple(later)))
     return tuple(out)
+
+
+def _runs(pos: np.ndarray, at: np.ndarray) -> tuple[tuple[int, int, int], ...]:
+    """``W[pos] = src[at]`` as runs ``(pos start, at start, length)`` of consecutive positions."""
+    if not len(pos):
+        return ()
+    cut = np.flatnonzero((np.diff(pos) != 1) | (np.diff(at) != 1)) + 1
+    starts = np.concatenate(([0], cut))
+    ends = np.concatenate((cut, [len(pos)]))
+    return tuple((int(pos[a]), int(at[a]), int(b - a)) for a, b in zip(starts, ends))
 
 
 def _update(A: np.ndarray, st: Step, W_rows: np.ndarray, W_colsT: np.ndarray, rects) -> None:
@@ -192,10 +198,13 @@ def _update(A: np.ndarray, st: Step, W_rows: np.ndarray, W_colsT: np.ndarray, re
 
 
 def confchox(comm, lay: Layout, A: np.ndarray):
-    """Factor in place; returns ``(F, breakdown)`` — ``F`` the entries of ``L`` this rank finalized,
-    ``breakdown`` ``(t, k)`` at the first non-positive pivot (``None`` if the matrix is SPD)."""
+    """Factor in place; returns ``(F, breakdown)`` — ``F`` is ``A``, holding the entries of ``L`` this rank
+    finalized and zeros elsewhere, ``breakdown`` ``(t, k)`` at the first non-positive pivot (``None`` if the
+    matrix is SPD).  Each block column becomes its part of ``L`` where it lies (as LAPACK's and ScaLAPACK's
+    potrf do): the holders factor and solve the reduced panel in place, the other layers and the rows above the
+    diagonal block are zeroed; the update never writes a finalized column."""
     g, N, dt = lay.grid, lay.N, lay.dtype
-    F = np.zeros(A.shape, dtype=A.dtype)  # calloc: the pages F never holds a factor in cost nothing
+    F = A
     breakdown = None
     deferred = None  # (step, W_rows, W_colsT) of the last step's update left for after this step's panel
     diag_sent = None
@@ -206,7 +215,8 @@ def confchox(comm, lay: Layout, A: np.ndarray):
         panel = None
         sends = []
         if st.in_column:
-            blk = reduce_column(comm, lay, A, st.ra, st.c0, vt, t % g.Pz, T_COL, tri=st.nd)
+            blk = reduce_column(comm, lay, A, st.ra, st.c0, vt, t % g.Pz, T_COL, tri=st.nd, inplace=True)
+            A[:st.ra.start, st.jl:st.jl + vt] = 0  # above the diagonal block: not L's
         if st.holder:
             nd = st.nd
             L00 = None
@@ -218,22 +228,21 @@ def confchox(comm, lay: Layout, A: np.ndarray):
                 if st.diag_dests:
                     low = L00[np.tril_indices(vt)]  # the lower triangle only
                     diag_sent = post(comm, [(d, low) for d in st.diag_dests], [], T_DIAG, dt)
-                F[st.ra.start:st.ra.start + nd, st.jl:st.jl + vt] = L00
+                blk[:nd] = L00  # (its strict upper triangle zero)
             elif st.diag_src >= 0:
                 L00 = np.zeros((vt, vt), dtype=dt)
                 L00[np.tril_indices(vt)] = exchange(comm, [], [(st.diag_src, (vt * (vt + 1) // 2,))], T_DIAG, dt)[0]
-            panel = blk[nd:]  # contiguous rows of the reduced copy: L10 = A10·L00⁻ᵀ in place
+            panel = blk[nd:]  # the reduced block column below the diagonal block: L10 = A10·L00⁻ᵀ in place
             if len(panel):
                 trsm_inplace(panel, L00, left=False, lower=True, trans=True)
-                F[st.ra.start + nd:st.ra.stop, st.jl:st.jl + vt] = panel
-            for dest, a, b, at, (zl, zh) in st.sends:
+            for dest, a, b, at, (zl, zh) in st.sends:  # transposed: a column-major panel's columns are contiguous
                 part = panel[a:b] if at is None else panel[at]
-                sends.append((dest, part if (zl, zh) == (0, vt) else part[:, zl:zh]))
+                sends.append((dest, (part if (zl, zh) == (0, vt) else part[:, zl:zh]).T))
         # the row panel (one message from the holder of this rank's px, or the holder's own panel) and the
         # column panel's parts held elsewhere, received where the update reads them
-        recvs = [(r, (n, w)) for r, n in st.col_recvs]
+        recvs = [(r, (w, n)) for r, n in st.col_recvs]  # (transposed, as sent)
         if st.row_src >= 0 and not st.holder:
-            recvs.insert(0, (st.row_src, (st.n_rows, w)))
+            recvs.insert(0, (st.row_src, (w, st.n_rows)))
         pending = post(comm, sends, recvs, T_W, dt)
         if deferred is not None:  # the rest of the last step's update, while this panel travels
             _update(A, *deferred)
@@ -250,16 +259,14 @@ def confchox(comm, lay: Layout, A: np.ndarray):
         if st.holder:
             W_rows = panel[st.row_start:, lo:hi]
         else:
-            W_rows, got = got[0], got[1:]
-        W_cols = np.empty((st.n_cols, w), dtype=dt)
-        pos, at = st.col_own
-        W_cols[pos] = W_rows[at]
-        if len(got):
-            pos, at = st.col_other
-            W_cols[pos] = (got[0] if len(got) == 1 else np.concatenate(got))[at]
-        _update(A, st, W_rows, W_cols.T, st.now)
+            W_rows, got = got[0].T, got[1:]
+        W_colsT = np.empty((w, st.n_cols), dtype=dt)  # the column panel, transposed: the update's right operand
+        for src, runs in zip((W_rows.T, *got), (st.col_own, *st.col_other)):
+            for d, a, n in runs:  # block copies: the column panel's rows come in runs of whole blocks
+                W_colsT[:, d:d + n] = src[:, a:a + n]
+        _update(A, st, W_rows, W_colsT, st.now)
         if st.later:
-            deferred = (st, W_rows, W_cols.T, st.later)
+            deferred = (st, W_rows, W_colsT, st.later)
     if deferred is not None:
         _update(A, *deferred)
     for msgs in sent:

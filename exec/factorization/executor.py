@@ -257,10 +257,11 @@ class FactorExecutor(Executor):
         raise ModelError(f"A_loc on rank {code} holds NaN or infinity", param="A_loc")
 
     def _tile(self, A: np.ndarray | None, first: bool) -> np.ndarray:
-        """The working tile, kept between calls (row-major: a row swap is two contiguous copies): a copy of
-        ``A`` on layer 0, zeros above and for ``A = None``."""
-        if self._work is None:
-            self._work = np.empty(self.local_shape, self.dtype)
+        """The working tile, kept between calls (LU row-major: a row swap is two contiguous copies; Cholesky
+        column-major, as LAPACK's: its update's narrow leaves run BLAS at the tall-matrix rate): a copy of ``A``
+        on layer 0, zeros above and for ``A = None``."""
+        if self._work is None:  # LU row-major (a row swap is two contiguous copies), Cholesky column-major
+            self._work = np.empty(self.local_shape, self.dtype, order="F" if self.kind == "cholesky" else "C")
         tile = self._work
         if first and A is not None:
             np.copyto(tile, A, casting="unsafe")
@@ -274,6 +275,7 @@ class FactorExecutor(Executor):
             F, steps, diag, bad = conflux_lu(self._comm, self.layout, tile, tol)
             return F, [np.asarray(s["pivots"], dtype=np.int64) for s in steps if "pivots" in s], diag, bad
         known = self._factor_bytes
+        self._work = None  # COnfCHOX factors in place: the tile becomes the factors (the next call takes a new one)
         if known is not None:
             F, bad = confchox(self._control, self.layout, tile)
             self.counter.add(*known)
