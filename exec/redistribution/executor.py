@@ -99,11 +99,20 @@ def compile_program(comm, comms: SubComms, mesh, coords0, src, steps) -> list[_A
     return actions
 
 
-def _into(out: np.ndarray | None, shape: tuple, dtype) -> np.ndarray:
-    """``out`` viewed as ``shape`` when the last step can write its result straight into it, else a new array."""
-    if out is not None and out.flags.c_contiguous and out.size == math.prod(shape) and out.dtype == dtype:
-        return out.reshape(shape)
-    return np.empty(shape, dtype=dtype)
+def _into(dest: np.ndarray | None, shape: tuple, dtype) -> np.ndarray:
+    """``dest`` itself when given (the caller's output, already known to be C-contiguous, of the step's shape
+    and dtype: :func:`_direct`), else a new array."""
+    return dest if dest is not None else np.empty(shape, dtype=dtype)
+
+
+def _direct(out: np.ndarray | None, tile: np.ndarray, shape: tuple) -> np.ndarray | None:
+    """``out`` when the last step can write its result straight into it — C-contiguous, of the final ``shape``
+    and the tile's dtype, sharing no memory with the source ``tile`` — else None (checked once, before the
+    steps run, so that no step checks it again)."""
+    if (out is not None and out.flags.c_contiguous and out.shape == shape and out.dtype == tile.dtype
+            and not np.may_share_memory(out, tile)):
+        return out
+    return None
 
 
 def _packing(shape: tuple, n: int, dim: int) -> tuple[tuple, tuple, tuple]:
@@ -121,11 +130,12 @@ class _Step:
     during it (its input, buffers and output), ``sent``/``received`` what it hands to MPI, by the counting
     communicator's rules (counted once per call)."""
 
-    __slots__ = ("run", "live", "sent", "received")
+    __slots__ = ("run", "live", "sent", "received", "shape")
 
     def __init__(self, run, live: int, counted: tuple[int, int] = (0, 0)) -> None:
         self.run, self.live = run, live
         self.sent, self.received = counted
+        self.shape: tuple = ()   # the tile's shape after the step (set by compile_steps)
 
 
 def _joined(shape: tuple, dim: int) -> tuple:
@@ -173,7 +183,7 @@ def compile_steps(comm, actions: list[_Action], shape: tuple, dtype) -> list[_St
             else:
                 counted = comm.bytes_of("Sendrecv", probe(s), act.dest, 7, probe(s), act.source, 7)
                 steps.append(_Step(_permuter(comm.comm.Sendrecv, act.dest, act.source, s, dt), 2 * nb(s), counted))
-        s = new
+        steps[-1].shape = s = new
     return steps
 
 
@@ -240,8 +250,9 @@ def run_program(comm, actions: list[_Action], tile: np.ndarray, *, check: bool =
     ok = True
     peak_tile = peak_live = tile.nbytes
     last = len(steps) - 1
+    direct = _direct(out, tile, steps[-1].shape) if steps else None
     for i, st in enumerate(steps):
-        new = st.run(tile, out if i == last else None)
+        new = st.run(tile, direct if i == last else None)
         del tile
         tile = new
         peak_tile = max(peak_tile, tile.nbytes)
@@ -255,6 +266,10 @@ def run_program(comm, actions: list[_Action], tile: np.ndarray, *, check: bool =
     if check and not actions and initial is not None:  # empty program: the source tile is the answer
         ok = bool(np.array_equal(tile, initial))
     return Moved(tile, ok, peak_tile, peak_live)
+
+
+def _nothing() -> None:
+    """What a remembered "no ``out``" dereferences to (as a weak reference to ``out`` does to ``out``)."""
 
 
 class RedistributionExecutor(Executor):
@@ -285,17 +300,16 @@ class RedistributionExecutor(Executor):
         self.target_offsets = tuple(int(v) for v in self.target_offsets)
         self.target_shape = tuple(int(v) for v in self.target_shape)
         self.global_shape = tuple(int(v) for v in src.globaltype)
-        self._steps: dict[np.dtype, tuple[list[_Step], int, int]] = {}
+        self._steps: dict[np.dtype, tuple | None] = {}
         self._same: tuple | None = None
 
     def __call__(self, x: Any, out: np.ndarray | None = None) -> np.ndarray:
         """Redistribute: this rank's source tile ``x`` in, its target tile out (a new array, or ``out``)."""
+        same = self._same   # None once closed
+        if same is not None and same[0]() is x is not None and same[1]() is out:  # the last call's arrays
+            return self._run(x, out, same[2], same[3])                               # (checked then)
         if self._closed:
             self._require_open()
-        same = self._same
-        if same is not None and same[0]() is x and (same[1] is None if out is None else
-                                                     same[1] is not None and same[1]() is out):
-            return self._run(x, out, same[2], out if same[3] else None)  # the last call's arrays: checked
         tile = x if type(x) is np.ndarray and x.flags.c_contiguous else np.ascontiguousarray(x)
         if tile.shape != self.source_shape:
             raise ModelError(f"x has shape {tile.shape} but this rank's source tile has shape {self.source_shape}",
@@ -304,29 +318,43 @@ class RedistributionExecutor(Executor):
                                 or out.dtype != tile.dtype or not out.flags.writeable):
             raise ModelError(f"out must be a writeable array of the target tile's shape {self.target_shape} and "
                              f"dtype {tile.dtype}", param="out")
-        direct = out if out is not None and not np.may_share_memory(out, tile) else None
         compiled = self._steps.get(tile.dtype)
         if compiled is None:  # the first call with this dtype: every step's shapes, buffers and bytes, once
             steps = compile_steps(self.counted, self.actions, tile.shape, tile.dtype)
-            compiled = self._steps[tile.dtype] = (steps, sum(st.sent for st in steps),
-                                                  sum(st.received for st in steps))
+            compiled = self._steps[tile.dtype] = (steps[:-1], steps[-1].run, sum(st.sent for st in steps),
+                                                  sum(st.received for st in steps), steps[-1].shape) if steps else None
+        direct = _direct(out, tile, self.target_shape if compiled is None else compiled[4])
         if tile is x:  # remembered weakly: the next call with the same arrays skips the checks
-            self._same = (weakref.ref(x), None if out is None else weakref.ref(out), compiled, direct is not None)
-        return self._run(tile, out, compiled, direct)
+            self._same = (weakref.ref(x), _nothing if out is None else weakref.ref(out), compiled,
+                          direct is not None)
+        return self._run(tile, out, compiled, direct is not None)
 
-    def _run(self, tile: np.ndarray, out: np.ndarray | None, compiled, direct: np.ndarray | None) -> np.ndarray:
-        steps, sent, received = compiled
-        y, last = tile, len(steps) - 1   # run_program without its checks: each step's arrays made afresh
-        for i, st in enumerate(steps):
-            y = st.run(y, direct if i == last else None)
-        if steps:
+    def _run(self, tile: np.ndarray, out: np.ndarray | None, compiled, direct: bool) -> np.ndarray:
+        """Run the compiled steps (run_program without its checks: each step's arrays made afresh); the last
+        is handed ``out`` when ``direct`` (:func:`_direct` said it can write there; ``out`` None: a weakly
+        remembered ``out`` that is gone, so there is none) and its result is then ``out`` itself or a view of
+        it, unless the step joins its pieces by a copy into a new array."""
+        if compiled is None:  # an empty program: a copy of the source tile
+            if out is None:
+                return tile.copy()
+            out[...] = tile
+            return out
+        first, last, sent, received, _ = compiled
+        y = tile
+        for st in first:
+            y = st.run(y, None)
+        if direct and out is not None:
+            y = last(y, out)
             self.counter.add(sent, received)
+            # numpy's views keep the array that owns the memory as their base
+            if y is not out and y.base is not (out if out.base is None else out.base):
+                out[...] = y
+            return out
+        y = last(y, None)
+        self.counter.add(sent, received)
         if out is None:
-            return tile.copy() if y is tile else y  # an empty program: a copy of the source tile
-        # the last step wrote into out iff its result is a view of out (_into: out.reshape); numpy's views
-        # keep the array that owns the memory as their base
-        if y is tile or direct is None or y.base is not (out if out.base is None else out.base):
-            out[...] = y
+            return y
+        out[...] = y
         return out
 
     def _release(self) -> None:
@@ -346,4 +374,5 @@ class RedistributionExecutor(Executor):
         if a.shape != self.global_shape:
             raise ModelError(f"x_global has shape {a.shape}, expected the global shape {self.global_shape}",
                              param="x_global")
-        return np.ascontiguousarray(a[tuple(slice(o, o + s) for o, s in zip(offsets, shape))])
+        # a copy even where the slice is contiguous already (whole rows): writing the tile never writes x_global
+        return np.array(a[tuple(slice(o, o + s) for o, s in zip(offsets, shape))], order="C", copy=True)
