@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import sympy as sp
 
+from meshplan.solvers.counting.pieces import prune_pieces
+
 __all__ = ["rank_max", "work", "depth", "efficiency", "available_parallelism", "tidy", "grid_metrics", "fold_pieces",
            "ratio"]
 
@@ -89,7 +91,7 @@ def rank_max(e: sp.Expr, rank: sp.Symbol, p: sp.Symbol) -> tuple[sp.Expr, bool]:
 
 
 def work(N: sp.Expr, p: sp.Symbol) -> sp.Expr:
-    return tidy(N.xreplace({p: sp.Integer(1)}))
+    return tidy(prune_pieces(N.xreplace({p: sp.Integer(1)})))
 
 
 def _lim(e: sp.Expr, p: sp.Symbol) -> sp.Expr:
@@ -154,7 +156,7 @@ def depth(N: sp.Expr, p: sp.Symbol) -> sp.Expr:
     if p not in N.free_symbols:
         return tidy(N)
     try:
-        return tidy(_lim(_limit_atoms(N, p), p))
+        return tidy(prune_pieces(_lim(_limit_atoms(N, p), p)))
     except Exception:  # pragma: no cover - sympy limit failures
         return sp.nan
 
@@ -194,11 +196,11 @@ def grid_metrics(N: sp.Expr, procs: tuple[sp.Symbol, ...]) -> dict:
     P = sp.Mul(*procs)
     if not N.free_symbols & set(procs):
         return {"work": N, "depth": N, "efficiency": 1 / P, "available_parallelism": sp.Integer(1)}
-    W = tidy(fold_pieces(work(N.xreplace({q: sp.Integer(1) for q in procs[1:]}), procs[0])))
+    W = tidy(prune_pieces(fold_pieces(work(N.xreplace({q: sp.Integer(1) for q in procs[1:]}), procs[0]))))
     D = N
     for q in procs:
         D = depth(D, q)
-    D = tidy(fold_pieces(D))
+    D = tidy(prune_pieces(fold_pieces(D)))
     # quotients of piecewise counts are kept as quotients: evaluated, a piece's 0/0 would print as zoo
     E = sp.Integer(1) / P if sp.expand(W - N) == 0 else ratio(W, P * N)
     par = ratio(W, D) if D.is_finite and D != 0 else sp.oo

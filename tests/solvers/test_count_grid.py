@@ -24,7 +24,8 @@ def gemm(NI, NJ, NK, alpha, beta, p, q, ri, rj):
                 C[i, j] += alpha * A[i, k] * B[k, j]
 """
 
-SHAPES = ((1, 1), (1, 2), (2, 1), (2, 2), (2, 3), (3, 2), (1, 8), (8, 1), (2, 4))
+ALL_PQ = tuple(itertools.product((1, 2, 3, 8), repeat=2))
+SHAPES = tuple(dict.fromkeys(((1, 1), (1, 2), (2, 1), (2, 2), (2, 3), (3, 2), (1, 8), (8, 1), (2, 4)) + ALL_PQ))
 
 
 def _check(res, sizes: dict, shapes=SHAPES, procs=("p", "q")) -> None:
@@ -84,9 +85,6 @@ def lu(n, p, q, r, s):
 """
 
 
-ALL_PQ = tuple(itertools.product((1, 2, 3, 8), repeat=2))
-
-
 def test_lu_update_on_a_2d_grid_is_exact():
     """The trailing update of LU with rows over p and columns over q: the last block of both is the heaviest
     (proved by translating the block's loop, ``j -> j + 1``, into the block moved right), so the count of
@@ -94,6 +92,8 @@ def test_lu_update_on_a_2d_grid_is_exact():
     (res,) = count_problem(CountProblem.of(LU_GRID))
     assert res.exact and not res.unknowns
     assert res.methods == {"S1": "barvinok (block ends as parameters)"}
+    assert str(res.metrics["work"]) == "n*(n - 1)*(2*n - 1)/6"
+    assert str(res.metrics["depth"]) == "Piecewise((n - 1, n >= 2), (0, True))"
     _check(res, [dict(n=n) for n in (0, 1, 2, 3, 5, 8)], shapes=ALL_PQ)
 
 
@@ -181,3 +181,43 @@ def test_the_plan_names_the_grid_and_verifies_every_grid_point():
     assert js["grid"] == {"ri": "p", "rj": "q"} and js["rank"] == "ri"
     assert js["values"]["total"] == 36 and js["values"]["depth"] == 4  # ceil(5/2)*ceil(7/3)*(3+1); NK+1
     assert plan.verification.ok
+
+
+def test_pruned_pieces_equal_the_count_at_every_point():
+    """W and D drop the pieces no parameter value reaches and merge pieces that agree: on random piecewise
+    counts in two parameters (affine conditions, nested pieces) the pruned form equals the original at every
+    point 0 … 9, and it never has more pieces."""
+    import random
+
+    import sympy as sp
+
+    from meshplan.solvers.counting.pieces import prune_pieces
+
+    n, T = sp.symbols("n T", integer=True, nonnegative=True)
+    rng = random.Random(7)
+
+    def cond():
+        x = rng.choice((n, n, T))
+        rel = rng.choice((sp.Ge, sp.Gt, sp.Le, sp.Lt, sp.Eq, sp.Ne))(x, rng.randint(-1, 4))
+        return rel if rng.random() < 0.6 else sp.And(rel, rng.choice((sp.Ge, sp.Le))(rng.choice((n, T)), rng.randint(0, 3)))
+
+    def value(depth):
+        v = rng.choice((n - 1, n * n / 2 - n / 2, T * (n - 2), sp.Integer(1), sp.Integer(0), n))
+        return v if depth == 0 or rng.random() < 0.6 else v + rng.choice((1, T)) * piecewise(depth - 1)
+
+    def piecewise(depth=1):
+        return sp.Piecewise(*[(value(depth), cond()) for _ in range(rng.randint(1, 4))], (value(0), True))
+
+    def pieces(e):
+        return sum(len(pw.args) for pw in e.atoms(sp.Piecewise))
+
+    fewer = 0
+    for _ in range(150):
+        e = piecewise()
+        got = prune_pieces(e)
+        assert pieces(got) <= pieces(e), (e, got)
+        fewer += pieces(got) < pieces(e)
+        for a in range(10):
+            for b in range(4):
+                assert got.xreplace({n: a, T: b}) == e.xreplace({n: a, T: b}), (e, got, a, b)
+    assert fewer >= 30, fewer  # the pruning happens, not only its identity
