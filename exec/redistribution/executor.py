@@ -59,7 +59,6 @@ class _Action:
 
     kind: str
     dim: int = 0             # gathered / sliced / concatenated dimension
-    split: int = 0           # alltoall: dimension split into pieces
     n: int = 1               # group size
     sub: object = None       # sub-communicator
     lo: int = 0              # dynslice: slice [lo, hi) of ``dim``
@@ -67,7 +66,7 @@ class _Action:
     dest: int = 0            # allpermute: send to, receive from
     source: int = 0
     expect: tuple = ()       # base offset and local type after the step (for checks)
-    layout: Any = None       # a multi-pair alltoall's ExchangeLayout (its pieces and how they join)
+    layout: Any = None       # alltoall: its ExchangeLayout (its pieces and how they join)
 
 
 def compile_program(comm, comms: SubComms, mesh, coords0, src, steps) -> list[_Action]:
@@ -84,8 +83,8 @@ def compile_program(comm, comms: SubComms, mesh, coords0, src, steps) -> list[_A
             if isinstance(step, AllGather):
                 actions.append(_Action("allgather", dim=step.dim, n=n, sub=sub, expect=expect))
             else:
-                actions.append(_Action("alltoall", dim=step.src, split=step.dst, n=n, sub=sub, expect=expect,
-                                       layout=exchange_layout(mesh, state.type, step) if step.more else None))
+                actions.append(_Action("alltoall", dim=step.src, n=n, sub=sub, expect=expect,
+                                       layout=exchange_layout(mesh, state.type, step)))
         elif isinstance(step, DynSlice):
             c = new_state.type.dims[step.dim].local
             v = int(axes_tile_index(mesh, step.axes, state.coords)[rank])
@@ -113,15 +112,6 @@ def _direct(out: np.ndarray | None, tile: np.ndarray, shape: tuple) -> np.ndarra
             and not np.may_share_memory(out, tile)):
         return out
     return None
-
-
-def _packing(shape: tuple, n: int, dim: int) -> tuple[tuple, tuple, tuple]:
-    """``(view, order, pieces)``: a tile of ``shape`` viewed as ``view`` and transposed by ``order`` is its ``n``
-    equal pieces along ``dim`` stacked along a new first axis, of shape ``pieces`` (what
-    ``np.stack(np.split(tile, n, axis=dim))`` makes; one strided copy)."""
-    view = shape[:dim] + (n, shape[dim] // n) + shape[dim + 1:]
-    order = (dim,) + tuple(range(dim)) + tuple(range(dim + 1, len(view)))
-    return view, order, (n,) + shape[:dim] + (shape[dim] // n,) + shape[dim + 1:]
 
 
 class _Step:
@@ -154,22 +144,17 @@ def compile_steps(comm, actions: list[_Action], shape: tuple, dtype) -> list[_St
     steps, s = [], tuple(shape)
     for act in actions:
         if act.kind in ("allgather", "alltoall"):
+            lay = act.layout
             if act.kind == "allgather":
                 send_shape, recv_shape, pack = s, (act.n,) + s, None
-            elif act.layout is not None:  # a multi-pair alltoall: the pieces of its layout
-                pack = (act.layout.send_view, act.layout.send_perm, act.layout.sent)
-                send_shape = recv_shape = pack[2]
-            elif act.split == 0:  # pieces along dimension 0 are contiguous: no copy
-                send_shape = recv_shape = (act.n, s[0] // act.n) + s[1:]
-                pack = None
-            else:
-                pack = _packing(s, act.n, act.split)
-                send_shape = recv_shape = pack[2]
+            else:  # an alltoall: the pieces of its layout, sent from the tile itself where they are it (no copy)
+                send_shape = recv_shape = lay.sent
+                pack = None if lay.send_is_tile else (lay.send_view, lay.send_perm)
             method = "Allgather" if act.kind == "allgather" else "Alltoall"
             counted = act.sub.bytes_of(method, probe(send_shape), probe(recv_shape))
-            new = act.layout.shape if act.layout is not None else _joined(recv_shape, act.dim)
-            live = nb(s) + (nb(send_shape) if pack else 0) + nb(recv_shape) + (nb(new) if act.dim or act.layout
-                                                                              else 0)
+            new = _joined(recv_shape, act.dim) if lay is None else lay.shape
+            copied = act.dim if lay is None else not lay.recv_is_tile   # the received pieces joined by a copy
+            live = nb(s) + (nb(send_shape) if pack else 0) + nb(recv_shape) + (nb(new) if copied else 0)
             steps.append(_Step(_collective(getattr(act.sub.comm, method), send_shape, recv_shape, pack,
                                            act.dim, dt, act.layout), live, counted))
         elif act.kind == "dynslice":
@@ -188,8 +173,19 @@ def compile_steps(comm, actions: list[_Action], shape: tuple, dtype) -> list[_St
 
 
 def _collective(method, send_shape, recv_shape, pack, dim: int, dt, layout=None):
+    """An all-gather along ``dim`` (``layout`` None) or an all-to-all by its ``layout``; the pieces packed by a
+    copy when ``pack`` is ``(view, order)``, the received pieces joined by a copy unless they are the new tile
+    (blocks along dimension 0, or a layout's :attr:`recv_is_tile`)."""
     view, order = (None, None) if pack is None else pack[:2]
-    joined, size = _joined(recv_shape, dim), math.prod(recv_shape)
+    joined = _joined(recv_shape, dim) if layout is None else layout.shape
+    join = None
+    if layout is not None and not layout.recv_is_tile:
+        def join(recv):
+            return np.ascontiguousarray(recv.reshape(layout.recv_view).transpose(layout.recv_perm)).reshape(joined)
+    elif layout is None and dim:
+        def join(recv):
+            return _join(recv, dim)
+    size = math.prod(recv_shape)
 
     def run(tile: np.ndarray, dest: np.ndarray | None) -> np.ndarray:
         if pack is None:
@@ -197,16 +193,11 @@ def _collective(method, send_shape, recv_shape, pack, dim: int, dt, layout=None)
         else:
             send = np.empty(send_shape, dtype=dt)
             np.copyto(send, tile.reshape(view).transpose(order))
-        if layout is not None:  # a multi-pair alltoall: the pieces join by its layout
+        if join is not None:
             recv = np.empty(recv_shape, dtype=dt)
             method(send, recv)
-            return np.ascontiguousarray(recv.reshape(layout.recv_view).transpose(layout.recv_perm)).reshape(
-                layout.shape)
-        if dim:
-            recv = np.empty(recv_shape, dtype=dt)
-            method(send, recv)
-            return _join(recv, dim)
-        # pieces along the first axis: received in place of the joined tile (into dest when it fits)
+            return join(recv)
+        # the received pieces are the new tile: received in place of it (into dest when it fits)
         if dest is not None and dest.size == size and dest.dtype == dt and dest.flags.c_contiguous:
             recv = dest.reshape(recv_shape)
         else:

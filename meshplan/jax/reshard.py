@@ -4,8 +4,10 @@ The same result as ``jax.device_put(x, sharding)``, computed by the memory-bound
 "Memory-efficient array redistribution through portable collective communication" (Rink, Kwasniewski et al.,
 §7) as explicit collectives on each device's block inside ``jax.shard_map`` over the mesh of prime sub-axes
 (:func:`meshplan.jax.layout.prime_mesh`): ``lax.all_gather`` for an all-gather, ``lax.all_to_all`` for an
-all-to-all (over several pairs of dimensions too: the pieces cut and joined by its layout), ``lax.ppermute`` for
-the final permutation and ``lax.dynamic_slice_in_dim`` for a dynamic slice.
+all-to-all (one pair of dimensions or several: its pieces cut and joined by the step's exchange layout,
+:func:`meshplan.models.redistribution.pieces.exchange_layout`; a layout that cuts one dimension and joins one in
+JAX's order is ``lax.all_to_all``'s own ``split_axis``/``concat_axis``), ``lax.ppermute`` for the final
+permutation and ``lax.dynamic_slice_in_dim`` for a dynamic slice.
 A step's device group is a set of physical sub-axes; where the plan's order of the group's pieces differs from
 JAX's (after the lowering renamed axes, §6), a per-device table reorders them.  Usable under ``jax.jit``
 (pass the source sharding as ``src`` when ``x`` is traced).
@@ -155,8 +157,8 @@ def _compile(fp: FrameworkPlan):
         if isinstance(step, (AllGather, AllToAll)):
             color, key, n = groups(mesh, state, step)
             best = _aligned(mesh, coords0, color, key, n)
-            # a multi-pair all-to-all: its pieces and joins by its layout
-            layout = exchange_layout(mesh, state.type, step) if isinstance(step, AllToAll) and step.more else None
+            # an all-to-all (one pair of dimensions or several): its pieces and joins by its layout
+            layout = exchange_layout(mesh, state.type, step) if isinstance(step, AllToAll) else None
             if best is None:    # groups along no set of mesh axes (renamed axes, §6): n − 1 ppermute rounds
                 actions.append(_rounds(step, color, key, n, layout))
                 state = new
@@ -167,7 +169,7 @@ def _compile(fp: FrameworkPlan):
             if isinstance(step, AllGather):
                 actions.append(("allgather", step.dim, axes, None if same else order))
             else:
-                actions.append(("alltoall", step.src, step.dst, axes, n, None if same else (order, inverse), layout))
+                actions.append(("alltoall", axes, n, None if same else (order, inverse), layout))
         elif isinstance(step, DynSlice):
             c = new.type.dims[step.dim].local
             lo = (axes_tile_index(mesh, step.axes, state.coords)[:ndev] * c).astype(np.int32)
@@ -187,7 +189,7 @@ def _compile(fp: FrameworkPlan):
     def body(t):
         d = device_id() if any(a[0] == "rounds" or (a[0] == "dynslice" and not isinstance(a[2], dict))
                                or (a[0] == "allgather" and a[3] is not None)
-                               or (a[0] == "alltoall" and a[5] is not None) for a in actions) else None
+                               or (a[0] == "alltoall" and a[3] is not None) for a in actions) else None
         for act in actions:
             kind = act[0]
             if kind == "allgather":
@@ -199,30 +201,28 @@ def _compile(fp: FrameworkPlan):
                     g = jnp.take(g, jnp.asarray(order)[d], axis=0)
                     t = _join(g, dim)
             elif kind == "alltoall":
-                _, i, j, axes, n, perm, lay = act
-                if perm is None and lay is None:
-                    t = jax.lax.all_to_all(t, axes, split_axis=j, concat_axis=i, tiled=True)
+                _, axes, n, perm, lay = act
+                if perm is None and lay.tiled is not None:   # one dimension cut, one joined: XLA's own form
+                    t = jax.lax.all_to_all(t, axes, split_axis=lay.tiled[0], concat_axis=lay.tiled[1], tiled=True)
                 else:
-                    send = _pieces(t, n, j) if lay is None else _pack(t, lay)
+                    send = _pack(t, lay)
                     if perm is not None:
                         send = jnp.take(send, jnp.asarray(perm[1])[d], axis=0)
                     recv = jax.lax.all_to_all(send, axes, split_axis=0, concat_axis=0, tiled=True)
                     if perm is not None:
                         recv = jnp.take(recv, jnp.asarray(perm[0])[d], axis=0)
-                    t = _join(recv, i) if lay is None else _unpack(recv, lay)
+                    t = _unpack(recv, lay)
             elif kind == "rounds":
                 _, dims, n, pairs, send, slot, lay = act
                 if len(dims) == 1:          # all-gather: every block to every other member
                     got = [t] + [jax.lax.ppermute(t, names, list(p)) for p in pairs]
                     dim = dims[0]
-                else:                       # all-to-all: the piece (along dims[1]) each member keeps
-                    i, j = dims
-                    pieces = _pieces(t, n, j) if lay is None else _pack(t, lay)
+                else:                       # all-to-all: the piece of its layout each member keeps
+                    pieces = _pack(t, lay)
                     got = [jnp.take(pieces, jnp.asarray(send)[r][d], axis=0) for r in range(n)]
                     got = [got[0]] + [jax.lax.ppermute(g, names, list(p)) for g, p in zip(got[1:], pairs)]
-                    dim = i
                 got = jnp.take(jnp.stack(got), jnp.asarray(slot)[d], axis=0)
-                t = _join(got, dim) if lay is None else _unpack(got, lay)
+                t = _join(got, dims[0]) if lay is None else _unpack(got, lay)
             elif kind == "dynslice":
                 _, dim, lo, c = act
                 if isinstance(lo, dict):
@@ -240,18 +240,13 @@ def _compile(fp: FrameworkPlan):
     return body, src_spec, dst_spec
 
 
-def _pieces(t, n: int, dim: int):
-    shape = list(t.shape)
-    return jnp.moveaxis(t.reshape(shape[:dim] + [n, shape[dim] // n] + shape[dim + 1:]), dim, 0)
-
-
 def _pack(t, lay):
-    """A multi-pair all-to-all's pieces, in key order on a new first axis (its ExchangeLayout)."""
+    """An all-to-all's pieces, in key order on a new first axis (its ExchangeLayout)."""
     return jnp.transpose(t.reshape(lay.send_view), lay.send_perm).reshape(lay.pieces)
 
 
 def _unpack(recv, lay):
-    """The new tile from a multi-pair all-to-all's received pieces (its ExchangeLayout)."""
+    """The new tile from an all-to-all's received pieces (its ExchangeLayout)."""
     return jnp.transpose(recv.reshape(lay.recv_view), lay.recv_perm).reshape(lay.shape)
 
 

@@ -4,11 +4,11 @@ The same result as ``x.redistribute(x.device_mesh, placements)``, but the collec
 program of "Memory-efficient array redistribution through portable collective communication" (Rink,
 Kwasniewski et al., §7), run with ``torch.distributed``'s functional collectives on process groups built once
 per step group and cached: ``all_gather_into_tensor`` for an all-gather, ``all_to_all_single`` for an
-all-to-all (one over several pairs of dimensions too), and ``all_to_all_single`` with one non-empty piece per
-rank for the final permutation;
-a dynamic slice is a local ``narrow``.  Nothing depends on the backend, so the same code runs on gloo (CPU)
-and NCCL (GPU).  A dimension DTensor splits unevenly is padded to whole tiles on the way in and cut back on
-the way out (:func:`meshplan.api.framework_plan.padded_types`).
+all-to-all (one pair of dimensions or several: its pieces cut and joined by the step's exchange layout,
+:func:`meshplan.models.redistribution.pieces.exchange_layout`), and ``all_to_all_single`` with one non-empty
+piece per rank for the final permutation; a dynamic slice is a local ``narrow``.  Nothing depends on the
+backend, so the same code runs on gloo (CPU) and NCCL (GPU).  A dimension DTensor splits unevenly is padded
+to whole tiles on the way in and cut back on the way out (:func:`meshplan.api.framework_plan.padded_types`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from meshplan.models.redistribution.lowlevel import Assignment, apply_lowlevel, 
 from meshplan.models.redistribution.offsets import axes_tile_index
 from meshplan.models.redistribution.pieces import exchange_layout
 from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll, DynSlice
+from meshplan.models.redistribution.types import Dim, DistType
 from meshplan.torch.groups import process_group
 from meshplan.torch.layout import device_ranks, mesh_of, split_axes
 
@@ -67,12 +68,6 @@ def _join(pieces: torch.Tensor, dim: int) -> torch.Tensor:
     if dim == 0:
         return pieces.reshape(shape)
     return pieces.movedim(0, dim).reshape(shape)
-
-
-def _pieces(t: torch.Tensor, n: int, dim: int) -> torch.Tensor:
-    """``t`` cut into ``n`` equal pieces along ``dim``, stacked on a new first axis (a view)."""
-    shape = list(t.shape)
-    return t.reshape(shape[:dim] + [n, shape[dim] // n] + shape[dim + 1:]).movedim(dim, 0)
 
 
 def _fit(t: torch.Tensor, dim: int, size: int) -> torch.Tensor:
@@ -122,17 +117,17 @@ class _Program:
                 if isinstance(step, AllGather):
                     self.actions.append(("allgather", step.dim, n, pg, None if ident else order,
                                          not new.type.dims[step.dim].axes))
-                elif step.more:   # a multi-pair all-to-all: pieces and joins by its layout
+                else:   # an all-to-all (one pair of dimensions or several): pieces and joins by its layout
                     takers = sorted({j for _, j, _ in step.moves})
                     givers = sorted({i for i, _, _ in step.moves})
-                    self.actions.append(("alltoalls", exchange_layout(mesh, state.type, step), n, pg,
+                    # a dimension the step leaves alone keeps its true size here while no axis splits it
+                    held = DistType(tuple(d if d.axes or k in takers or k in givers
+                                          else Dim(self.true[k], (), self.true[k])
+                                          for k, d in enumerate(state.type.dims)))
+                    self.actions.append(("alltoall", exchange_layout(mesh, held, step), n, pg,
                                          None if ident else (keys, order),
                                          tuple(i for i in givers if not new.type.dims[i].axes),
                                          tuple((j, state.type.dims[j].local) for j in takers)))
-                else:
-                    self.actions.append(("alltoall", step.src, step.dst, n, pg,
-                                         None if ident else (keys, order), not new.type.dims[step.src].axes,
-                                         state.type.dims[step.dst].local))
             elif isinstance(step, DynSlice):
                 c = new.type.dims[step.dim].local
                 v = int(axes_tile_index(mesh, step.axes, state.coords)[me])
@@ -156,17 +151,6 @@ class _Program:
                 if whole:
                     t = _fit(t, dim, self.true[dim])
             elif kind == "alltoall":
-                _, src, dst, n, pg, perm, whole, padded = act
-                pieces = _pieces(_fit(t, dst, padded), n, dst)
-                if perm is not None:
-                    pieces = pieces[perm[0]]
-                got = funcol.wait_tensor(funcol.all_to_all_single(pieces.contiguous(), None, None, pg))
-                if perm is not None:
-                    got = got[perm[1]]
-                t = _join(got, src)
-                if whole:
-                    t = _fit(t, src, self.true[src])
-            elif kind == "alltoalls":
                 _, lay, n, pg, perm, whole, padded = act
                 for j, size in padded:
                     t = _fit(t, j, size)

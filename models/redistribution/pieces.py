@@ -1,13 +1,17 @@
 """How a device cuts its tile into the pieces of an all-to-all, and puts the received pieces together.
 
-An all-to-all over a group of ``n`` devices (paper "Memory-efficient array redistribution through portable
-collective communication", Rink, Kwasniewski et al., §4 and §7.1; here also with several moves, see
+Every all-to-all over a group of ``n`` devices (paper "Memory-efficient array redistribution through portable
+collective communication", Rink, Kwasniewski et al., §4 and §7.1: one pair of dimensions, or several moves, see
 :class:`~meshplan.models.redistribution.steps.AllToAll`) sends member ``k`` of the group (``k`` its key of
 :func:`~meshplan.models.redistribution.lowlevel.groups`: the mixed-radix value of its coordinates on the group
 axes, the first axis minor) the part of this device's tile that lies in member ``k``'s new tile.  Every
 dimension that receives axes is cut along the received axes; every dimension that gives axes becomes the
 received pieces laid side by side along the axes it gave.  Both are one reshape and one transpose, the same on
-every device: :func:`exchange_layout` returns them, and each executor (numpy, torch, jax) applies them.
+every device: :func:`exchange_layout` returns them, and each executor (numpy, torch, jax) applies them, its one
+all-to-all path.  Where a side's transpose is the identity (a one-pair all-to-all that cuts or joins dimension
+0) that side is the tile itself, and an executor sends from or receives into it without a copy
+(:attr:`ExchangeLayout.send_is_tile`, :attr:`ExchangeLayout.recv_is_tile`); a one-pair all-to-all is also one
+cut and one join of single dimensions (:attr:`ExchangeLayout.tiled`), the form of ``lax.all_to_all``.
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ __all__ = ["ExchangeLayout", "exchange_layout"]
 class ExchangeLayout:
     """``tile.reshape(send_view).transpose(send_perm).reshape(pieces)`` is the send buffer (``pieces[0] == n``,
     piece ``k`` for the member of key ``k``); ``recv.reshape(recv_view).transpose(recv_perm).reshape(shape)``
-    the new tile from the received buffer (piece ``k`` from the member of key ``k``)."""
+    the new tile from the received buffer (piece ``k`` from the member of key ``k``).  ``tiled`` is
+    ``(split, concat)`` for a one-pair all-to-all (§4: the ``n`` pieces are dimension ``split`` cut into ``n``
+    equal parts in key order, and the new tile is the received pieces side by side along dimension ``concat``
+    in key order), None for several moves."""
 
     n: int
     send_view: tuple[int, ...]
@@ -35,6 +42,17 @@ class ExchangeLayout:
     recv_view: tuple[int, ...]
     recv_perm: tuple[int, ...]
     shape: tuple[int, ...]
+    tiled: tuple[int, int] | None = None
+
+    @property
+    def send_is_tile(self) -> bool:
+        """The pieces are the tile itself, in key order (``send_perm`` the identity): sent without a copy."""
+        return self.send_perm == tuple(range(len(self.send_perm)))
+
+    @property
+    def recv_is_tile(self) -> bool:
+        """The received buffer is the new tile itself (``recv_perm`` the identity): received in place."""
+        return self.recv_perm == tuple(range(len(self.recv_perm)))
 
     @property
     def sent(self) -> tuple[int, ...]:
@@ -80,4 +98,5 @@ def exchange_layout(mesh: Mesh, before: DistType, step: AllToAll) -> ExchangeLay
     return ExchangeLayout(
         n=n, send_view=tuple(s for _, s in send), send_perm=tuple(labels.index(x) for x in send_order),
         pieces=(n,) + tuple(s for _, s in rest), recv_view=tuple(s for _, s in recv),
-        recv_perm=tuple(recv_labels.index(x) for x in new_view), shape=new.localtype)
+        recv_perm=tuple(recv_labels.index(x) for x in new_view), shape=new.localtype,
+        tiled=None if step.more else (step.dst, step.src))

@@ -99,3 +99,31 @@ def test_exchange_layout_matches_numpy_on_random_steps():
                 state = Assignment(t, mesh.coords())
         _check(mesh, state, step)
         checked += 1
+
+
+def test_one_pair_layout_is_one_cut_and_one_join():
+    """Every all-to-all goes through its layout: a one-pair one cuts its target dimension into ``n`` pieces in
+    key order (numpy's split) and joins the received pieces along its source dimension (numpy's concatenate);
+    a side whose transpose is the identity (dimension 0) is the tile itself."""
+    rng = random.Random(7)
+    checked = 0
+    while checked < 200:
+        rank = rng.randint(2, 4)
+        i, j = rng.sample(range(rank), 2)
+        axes = tuple(rng.sample(MESH.names, rng.randint(1, 3)))
+        n = math.prod(MESH.size(a) for a in axes)
+        local = [2 * rng.randint(1, 3) for _ in range(rank)]
+        local[j] *= n
+        dims = [Dim(local[k], axes if k == i else (), local[k] * (n if k == i else 1)) for k in range(rank)]
+        t = DistType(tuple(dims))
+        lay = exchange_layout(MESH, t, AllToAll(i, j, axes))
+        assert lay.n == n and lay.tiled == (j, i)
+        assert lay.send_is_tile == (j == 0) and lay.recv_is_tile == (i == 0)
+        tile = np.arange(math.prod(local)).reshape(local)
+        pieces = tile.reshape(lay.send_view).transpose(lay.send_perm).reshape(lay.pieces)
+        assert np.array_equal(pieces, np.stack(np.split(tile, n, axis=j)))
+        recv = rng.sample(range(10**6), math.prod(lay.pieces))
+        recv = np.array(recv).reshape(lay.pieces)
+        joined = recv.reshape(lay.recv_view).transpose(lay.recv_perm).reshape(lay.shape)
+        assert np.array_equal(joined, np.concatenate(list(recv), axis=i))
+        checked += 1
