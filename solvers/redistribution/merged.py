@@ -27,6 +27,7 @@ from typing import Iterator
 from meshplan.models.core.errors import Infeasible, ModelError
 from meshplan.models.redistribution.cost import op_cost
 from meshplan.models.redistribution.weak import WeakStep, WeakType, weak_successors
+from meshplan.solvers.redistribution.search import dijkstra
 
 __all__ = ["cheapest_paths"]
 
@@ -76,33 +77,13 @@ def cheapest_paths(primes: Counter, src: WeakType, dst: WeakType, *, bound: int 
         return out
 
     start: _Node = (src, None)
-    tie = itertools.count()
-    dist: dict[_Node, tuple[int, int]] = {start: (0, 0)}
-    into: dict[_Node, list[tuple[int, int, _Node, WeakStep]]] = {}
-    heap = [(0, 0, next(tie), start)]
-    done: set[_Node] = set()
-    best: int | None = None
-    while heap:
-        cost, nsteps, _, node = heapq.heappop(heap)
-        if node in done:
-            continue
-        if best is not None and cost > best + slack:
-            break
-        done.add(node)
-        if node[0] == dst and best is None:
-            best = cost
-        for step, node2, c, k in _edges(succ, node, bound):
-            c2, n2 = cost + c, nsteps + k
-            if best is not None and c2 > best + slack:
-                continue
-            into.setdefault(node2, []).append((c, k, node, step))
-            if node2 not in done and (node2 not in dist or (c2, n2) < dist[node2]):
-                dist[node2] = (c2, n2)
-                heapq.heappush(heap, (c2, n2, next(tie), node2))
+    dist, into, done, best = dijkstra(start, lambda node: _edges(succ, node, bound), lambda node: node[0] == dst,
+                                      slack=slack)
     if best is None:
         raise Infeasible(f"no sequence of collectives within {bound} elements per device reaches {dst}")
     # backward best-first from the target's nodes; dist (exact, from the source) is the heuristic, so
     # complete paths come out cheapest first
+    tie = itertools.count()
     front = [(dist[n][0], dist[n][1], 0, 0, next(tie), n, ()) for n in done if n[0] == dst]
     heapq.heapify(front)
     found = pops = 0

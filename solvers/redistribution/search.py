@@ -6,7 +6,9 @@ multi-axis collectives of :func:`~meshplan.models.redistribution.weak.weak_succe
 weighted by a cost model (Fig. 11, or the bytes each device sends on the wire).  Dijkstra orders paths by
 ``(cost, number of steps)``, so among paths of equal cost the one with the fewest
 (most merged) collectives wins.  Zero-cost ``dynslice`` edges allow
-over-partitioning over replicated axes (§7.2, Fig. 12).
+over-partitioning over replicated axes (§7.2, Fig. 12).  The forward pass, :func:`dijkstra`, is also the
+wire-cost search's (:mod:`~meshplan.solvers.redistribution.merged`, over weak types paired with an open
+all-to-all).
 """
 
 from __future__ import annotations
@@ -21,7 +23,41 @@ from meshplan.models.core.errors import Infeasible, ModelError
 from meshplan.models.redistribution.cost import check_cost, op_cost
 from meshplan.models.redistribution.weak import WeakStep, WeakType, weak_successors
 
-__all__ = ["WeakPath", "shortest_weak_path"]
+__all__ = ["WeakPath", "shortest_weak_path", "dijkstra"]
+
+
+def dijkstra(start, edges, is_target, *, slack: int = 0):
+    """The forward pass of both weak searches (§7.2, and the wire-cost search of
+    :mod:`~meshplan.solvers.redistribution.merged`): Dijkstra from ``start`` by ``(cost, collectives)``, where
+    ``edges(node)`` yields ``(step, next node, cost, collectives added)``.  It stops once the nodes popped cost
+    more than the first target's cost plus ``slack`` and returns ``(dist, into, done, best)``: the
+    ``(cost, collectives)`` of every reached node, every edge relaxed into a node as ``(cost, collectives,
+    from, step)`` in the order met, the expanded nodes in the order expanded (a dict, so that what is built
+    from it does not depend on hashing), and the first target's cost (None if no target was reached)."""
+    tie = itertools.count()
+    dist: dict = {start: (0, 0)}
+    into: dict = {}
+    heap = [(0, 0, next(tie), start)]
+    done: dict = {}
+    best: int | None = None
+    while heap:
+        cost, nsteps, _, node = heapq.heappop(heap)
+        if node in done:
+            continue
+        if best is not None and cost > best + slack:
+            break   # every node that can precede a target within the slack has been expanded
+        done[node] = None
+        if best is None and is_target(node):
+            best = cost
+        for step, node2, c, k in edges(node):
+            c2, n2 = cost + c, nsteps + k
+            if best is not None and c2 > best + slack:
+                continue
+            into.setdefault(node2, []).append((c, k, node, step))
+            if node2 not in done and (node2 not in dist or (c2, n2) < dist[node2]):
+                dist[node2] = (c2, n2)
+                heapq.heappush(heap, (c2, n2, next(tie), node2))
+    return dist, into, done, best
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,40 +92,21 @@ def shortest_weak_path(primes: Counter, src: WeakType, dst: WeakType, *, bound: 
 @lru_cache(maxsize=4096)
 def _search(primes_key: tuple, src: WeakType, dst: WeakType, bound: int, max_alt: int, cost_model: str) -> WeakPath:
     primes = Counter(dict(primes_key))
-    tie = itertools.count()
-    dist: dict[WeakType, tuple[int, int]] = {src: (0, 0)}
-    into: dict[WeakType, list[tuple[int, WeakType, WeakStep]]] = {}  # every relaxed edge (cost via it)
-    heap = [(0, 0, next(tie), src)]
-    done: set[WeakType] = set()
-    while heap:
-        cost, nsteps, _, w = heapq.heappop(heap)
-        if w in done:
-            continue
-        if dst in done and cost > dist[dst][0]:
-            break  # every node that can precede dst at equal cost has been expanded
-        done.add(w)
+
+    def edges(w: WeakType):
         ls = w.localsize
         for step, w2 in weak_successors(primes, w):
-            if w2.localsize > bound:
-                continue
-            c2 = cost + op_cost(step.op, ls, w2.localsize, step.factor, cost_model)
-            if dst in done and c2 > dist[dst][0]:
-                continue
-            into.setdefault(w2, []).append((c2, w, step))
-            if w2 in done:
-                continue
-            key = (c2, nsteps + 1)
-            if w2 not in dist or key < dist[w2]:
-                dist[w2] = key
-                heapq.heappush(heap, (key[0], key[1], next(tie), w2))
+            if w2.localsize <= bound:
+                yield step, w2, op_cost(step.op, ls, w2.localsize, step.factor, cost_model), 1
+    dist, into, done, _ = dijkstra(src, edges, lambda w: w == dst)
     if dst not in done:
         raise Infeasible(f"no sequence of collectives within {bound} elements per device reaches {dst}")
     # predecessors on cheapest paths (equal cost, any number of steps), fewest steps first
     prev: dict[WeakType, list[tuple[WeakType, WeakStep]]] = {}
     for w, edges in into.items():
         if w in done:
-            best = [(dist[u][1], k, u, st) for k, (c, u, st) in enumerate(edges)
-                    if c == dist[w][0] and u in done]
+            best = [(dist[u][1], k, u, st) for k, (c, _, u, st) in enumerate(edges)
+                    if u in done and dist[u][0] + c == dist[w][0]]
             prev[w] = [(u, st) for _, _, u, st in sorted(best, key=lambda e: (e[0], e[1]))]
     paths: list[tuple[tuple[WeakStep, ...], tuple[WeakType, ...]]] = []
     cap = 4 * max_alt
