@@ -17,10 +17,10 @@ The local domain (section 4.7, Algorithm 2).  Every index a step needs — which
 they land, the blocks of the update — depends only on ``N``, the grid and the rank, so it is computed once
 (:func:`steps`, cached) and a factorization runs no index arithmetic.  The row panel a rank reads is one
 message from one holder (its own rows ``i`` all have ``px(i) = px``), received where the update reads it;
-the holder sends contiguous slices of its panel where it can.  The lower half of the trailing tile is a
-staircase of block columns; it is updated as few wide rectangles as possible (:func:`staircase`: a
-rectangle under every block column of a half, then each half's own staircase), which runs BLAS at its
-wide-matrix rate instead of one narrow gemm per block column, with the same flops.
+the holder sends contiguous slices of its panel where it can.  The tile is column-major, as LAPACK's, and the
+lower half of its trailing part is a staircase of block columns, updated one block column at a time
+(:func:`block_columns`): a tall gemm of inner dimension ``v`` from the block column's first row down, BLAS's
+fast shape in a column-major tile.  Each block column becomes its part of ``L`` in place.
 
 Look-ahead (overlap, section 3.7.3): a rank of the grid column that holds the next block column updates
 that block column first and the rest of its tile after the next step's panel is posted; the diagonal block
@@ -42,7 +42,7 @@ from meshplan.exec.factorization.kernels import gemm_update, trsm_inplace
 from meshplan.models.factorization.cost import cyclic_count
 from meshplan.models.factorization.problem import FactorGrid, layer_slices
 
-__all__ = ["confchox", "panel_rows", "staircase", "steps"]
+__all__ = ["block_columns", "confchox", "panel_rows", "steps"]
 
 T_COL, T_DIAG, T_W = 21, 22, 23
 
@@ -59,23 +59,12 @@ def panel_rows(N: int, g, x: int, y: int, c1: int) -> np.ndarray:
     return np.union1d(rows[rows >= cols[0]], cols[cols <= rows[-1]])
 
 
-def staircase(blocks: list[tuple[int, int, int]], R: int) -> list[tuple[int, int, int, int]]:
-    """The rectangles ``(r0, r1, c0, c1)`` that cover, once each, the rows ``[r, R)`` of every block column
-    ``(c0, c1, r)`` in ``blocks`` (``r`` non-decreasing): the rows under the right half's first row across
-    the whole left half, then each half's own staircase (a recursive lower-half update, as a blocked
-    ``syrk``/``gemmt`` does it)."""
-    if not blocks:
-        return []
-    if len(blocks) == 1:
-        c0, c1, r = blocks[0]
-        return [(r, R, c0, c1)] if r < R else []
-    mid = len(blocks) // 2
-    left, right = blocks[:mid], blocks[mid:]
-    rm = min(right[0][2], R)
-    out = staircase(left, rm)
-    if rm < R:
-        out.append((rm, R, left[0][0], left[-1][1]))
-    return out + staircase(right, R)
+def block_columns(blocks: list[tuple[int, int, int]], R: int) -> list[tuple[int, int, int, int]]:
+    """The rectangles ``(r, R, c0, c1)`` of the lower-half update: one per block column ``(c0, c1, r)`` of
+    ``blocks``, from its first row ``r`` down (as ScaLAPACK's local update does it).  In a column-major tile each
+    is one tall gemm of inner dimension ``v``, BLAS's fast shape (75-80 Gflop/s here, where the 128×128 leaves of a
+    recursive staircase of wide rectangles ran at about 40)."""
+    return [(r, R, c0, c1) for c0, c1, r in blocks if r < R]
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +162,9 @@ def steps(N: int, g: FactorGrid, rank: int) -> tuple[Step, ...]:
                 blocks.append((b0, b1, r))
             R = len(grow) - first
             if (t + 1) % Py == py:  # look-ahead: the next block column now, the rest after the next panel
-                now, later = staircase(blocks[:1], R), staircase(blocks[1:], R)
+                now, later = block_columns(blocks[:1], R), block_columns(blocks[1:], R)
             else:
-                now = staircase(blocks, R)
+                now = block_columns(blocks, R)
         out.append(Step(c0, vt, lo, hi, in_column, holder, diag, lay.cols_from(c0).start if in_column else 0,
                         ra, nd, diag_dests, diag_src, tuple(sends), row_src, first, n_rows, tuple(col_recvs),
                         col_own, tuple(col_other), upto, rr.start + first, rc.start, tuple(now), tuple(later)))

@@ -1,5 +1,5 @@
-"""COnfCHOX's precomputed steps (no MPI): the staircase of the lower-half update covers every entry it must
-update exactly once, and on every grid every message a holder plans has a receive of the same length on its
+"""COnfCHOX's precomputed steps (no MPI): the block columns of the lower-half update cover every entry they
+must update exactly once, and on every grid every message a holder plans has a receive of the same length on its
 destination, carrying exactly the rows :func:`panel_rows` says that rank reads (the words of the model)."""
 
 from __future__ import annotations
@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from meshplan.exec.factorization.confchox import panel_rows, staircase, steps
+from meshplan.exec.factorization.common import Layout
+from meshplan.exec.factorization.confchox import block_columns, panel_rows, steps
 from meshplan.models.factorization.cost import confchox_cost
 from meshplan.models.factorization.problem import FactorGrid, FactorProblem
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 5), st.integers(0, 4)), min_size=0, max_size=9), st.integers(0, 6))
-def test_staircase_covers_the_lower_half_once(widths_steps, extra):
+def test_block_columns_cover_the_lower_half_once(widths_steps, extra):
     blocks, c, r = [], 0, 0
     for w, dr in widths_steps:
         r += dr
@@ -23,13 +24,33 @@ def test_staircase_covers_the_lower_half_once(widths_steps, extra):
         c += w
     R = r + extra
     count = np.zeros((max(R, 1), max(c, 1)), dtype=int)
-    for r0, r1, c0, c1 in staircase(blocks, R):
+    for r0, r1, c0, c1 in block_columns(blocks, R):
         assert r0 < r1 and c0 < c1
         count[r0:r1, c0:c1] += 1
     want = np.zeros_like(count)
     for c0, c1, rb in blocks:
         want[rb:R, c0:c1] = 1
     assert np.array_equal(count, want)
+
+
+@pytest.mark.parametrize("N, shape, v", [(90, (2, 2, 1), 16), (100, (1, 4, 1), 8), (77, (4, 1, 1), 16),
+                                         (90, (2, 1, 2), 16), (50, (3, 1, 1), 7), (40, (1, 1, 1), 8)])
+def test_each_step_updates_every_trailing_lower_block_once(N, shape, v):
+    """The rectangles of a step (now and later together) cover, in the local tile, exactly the trailing
+    entries whose row block is at or below their column block, once each (the diagonal blocks whole)."""
+    g = FactorGrid(*shape, v=v)
+    for r in range(g.p):
+        rows, cols = Layout(N, g, r).rows, Layout(N, g, r).cols
+        for t, s in enumerate(steps(N, g, r)):
+            if s.hi <= s.lo:
+                continue
+            c1 = min(N, (t + 1) * v)
+            count = np.zeros((len(rows), len(cols)), dtype=int)
+            for r0, r1, b0, b1 in s.now + s.later:
+                count[s.rr0 + r0:s.rr0 + r1, s.rc0 + b0:s.rc0 + b1] += 1
+            want = ((rows[:, None] >= c1) & (cols[None, :] >= c1)
+                    & (rows[:, None] // v >= cols[None, :] // v)).astype(int)
+            assert np.array_equal(count, want), (r, t)
 
 
 GRIDS = [(90, (2, 2, 1), 16), (100, (1, 4, 1), 8), (77, (4, 1, 1), 16), (90, (2, 1, 2), 16), (64, (1, 2, 2), 8),
