@@ -31,6 +31,7 @@ one costs no synchronisation of its own.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, NoReturn
 
 import numpy as np
@@ -259,7 +260,10 @@ class FactorExecutor(Executor):
     def _tile(self, A: np.ndarray | None, first: bool) -> np.ndarray:
         """The working tile, kept between calls (LU row-major: a row swap is two contiguous copies; Cholesky
         column-major, as LAPACK's: its update's narrow leaves run BLAS at the tall-matrix rate): a copy of ``A``
-        on layer 0, zeros above and for ``A = None``."""
+        on layer 0, zeros above and for ``A = None``.  COnfCHOX factors in place, so its tile becomes the
+        factors; it is reused only when no :class:`Factors` of an earlier call holds it any more."""
+        if self._work is not None and self.kind == "cholesky" and sys.getrefcount(self._work) > 2:
+            self._work = None  # COnfCHOX factored in place: the Factors of the last call still hold this tile
         if self._work is None:  # LU row-major (a row swap is two contiguous copies), Cholesky column-major
             self._work = np.empty(self.local_shape, self.dtype, order="F" if self.kind == "cholesky" else "C")
         tile = self._work
@@ -275,7 +279,6 @@ class FactorExecutor(Executor):
             F, steps, diag, bad = conflux_lu(self._comm, self.layout, tile, tol)
             return F, [np.asarray(s["pivots"], dtype=np.int64) for s in steps if "pivots" in s], diag, bad
         known = self._factor_bytes
-        self._work = None  # COnfCHOX factors in place: the tile becomes the factors (the next call takes a new one)
         if known is not None:
             F, bad = confchox(self._control, self.layout, tile)
             self.counter.add(*known)
