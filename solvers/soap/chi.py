@@ -103,10 +103,12 @@ class Intensity:
 
 @functools.lru_cache(maxsize=8192)
 def rho_value_at(rho: sp.Expr, s: float) -> float:
-    """``ρ(S = s)``, once per expression (subgraphs equal up to renaming share theirs)."""
+    """``ρ(S = s)``, once per expression (subgraphs equal up to renaming share theirs).  ``xreplace`` rebuilds
+    the expression as ``subs`` does for a symbol (the same sympy Float arithmetic and value), without
+    ``subs``'s argument handling."""
     if rho == sp.oo:
         return math.inf
-    return float(rho.subs(S, s))
+    return float(rho.xreplace({S: sp.Float(s)}))
 
 
 # -- KKT ------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import functools
 from fractions import Fraction
 
 from meshplan.models.soap.sdg import SubProblem
-from meshplan.solvers.soap.lp import max_le_one
+from meshplan.solvers.soap.lp import solve_rows
 from meshplan.solvers.soap.monomials import cached, monomials, structure
 
 __all__ = ["linear_domination", "dominated"]
@@ -80,13 +80,13 @@ def _solve_linear_domination(problem: SubProblem):
         pairs += [(si, j) for j in cands]
     nvar = len(pairs) + 1            # b_sj ..., θ
     rows, rhs = [], []
-    for j, k in enumerate(keys):     # Σ_s b_sj ≤ c_j
-        rows.append([Fraction(int(pj == j)) for _, pj in pairs] + [Fraction(0)])
+    for j, k in enumerate(keys):     # Σ_s b_sj ≤ c_j   (0/±1 entries: integer rows, as the simplex keeps them)
+        rows.append(([int(pj == j) for _, pj in pairs] + [0], 1))
         rhs.append(monos[k])
     for si in range(len(works)):     # θ − Σ_j b_sj ≤ 0
-        rows.append([Fraction(-int(ps == si)) for ps, _ in pairs] + [Fraction(1)])
+        rows.append(([-int(ps == si) for ps, _ in pairs] + [1], 1))
         rhs.append(Fraction(0))
-    res = max_le_one([Fraction(0)] * (nvar - 1) + [Fraction(1)], rows, rhs)
+    res = solve_rows([Fraction(0)] * (nvar - 1) + [Fraction(1)], rows, rhs)
     if res is None or res[0] <= 0:
         return None
     return 1 / res[0]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from meshplan.solvers.soap.lp import int_rows, solve_rows
+from meshplan.solvers.soap.lp import dual_rows, int_rows
 
 __all__ = ["log_constant", "feasible", "face_vertices", "best_dual", "nondegenerate"]
 
@@ -74,12 +74,32 @@ def _face_min(A, G, c, W, d, rows=None):
     """
     if rows is None:
         rows = _face_rows(A, G)
-    res = solve_rows(list(c) + [-Fraction(W)], rows, list(d) + [0] * len(G))
-    if res is None:
+    res = dual_rows(list(c) + [-Fraction(W)], rows, list(d) + [0] * len(G))
+    if res is None or not _feasible_rows(*res, rows, len(A), c, W):
         return None
-    y = res[2]
-    w, mu = y[:len(A)], y[len(A):]
-    return (w, mu) if feasible(w, mu, A, G, c, W) else None
+    y = [Fraction(v, res[1]) for v in res[0]]
+    return y[:len(A)], y[len(A):]
+
+
+def _feasible_rows(ints, den, rows, m, c, W) -> bool:
+    """:func:`feasible` of the dual ``(w, μ) = ints/den`` (``den > 0``; ``w`` the first ``m``) against the
+    rows of :func:`_face_rows` (whose entries before the last are ``A``'s and ``G``'s over the row's
+    denominator): the same verdict in integers, before any ``Fraction`` is made."""
+    if any(v < 0 for v in ints) or sum(ints[:m]) * W.denominator != W.numerator * den:
+        return False
+    used = [(y, row, rd) for y, (row, rd) in zip(ints, rows) if y]
+    if not used:
+        return all(cv <= 0 for cv in c)
+    L = 1
+    for _, _, rd in used:
+        L = L * rd // math.gcd(L, rd)
+    scaled = [(y * (L // rd), row) for y, row, rd in used]
+    for v, cv in enumerate(c):
+        lhs = sum(y * row[v] for y, row in scaled)
+        cn, cd = cv.as_integer_ratio()
+        if lhs * cd < cn * den * L:
+            return False
+    return True
 
 
 def _face_rows(A, G):
@@ -144,22 +164,26 @@ def _descend(verts: list[list[float]], coeffs: list[float], W: float) -> tuple[l
     def mix(lam):
         return [sum([a * b for a, b in zip(col, lam)]) for col in cols]
 
-    def f(lam):
-        return sum([wj * log(wj / sj) for wj, sj in zip(mix(lam), scale) if wj > 1e-15])
+    def f(mixed):
+        return sum([wj * log(wj / sj) for wj, sj in zip(mixed, scale) if wj > 1e-15])
 
     lam = [1.0 / K] * K
-    cur = f(lam)
+    at = mix(lam)                   # the mixed weights of the current λ
+    cur = f(at)
     eta = 1.0
+    g = None                        # the gradient at λ (the same after a rejected step: only η changes)
     for _ in range(400):
-        t = [log(max(wj, 1e-15) / sj) + 1.0 for wj, sj in zip(mix(lam), scale)]
-        g = [sum([a * b for a, b in zip(vk, t)]) for vk in verts]
-        gmin = min(g)
+        if g is None:
+            t = [log(max(wj, 1e-15) / sj) + 1.0 for wj, sj in zip(at, scale)]
+            g = [sum([a * b for a, b in zip(vk, t)]) for vk in verts]
+            gmin = min(g)
         trial = [lk * exp(-eta * (gk - gmin)) for lk, gk in zip(lam, g)]
         total = sum(trial)
         trial = [x / total for x in trial]
-        val = f(trial)
+        there = mix(trial)
+        val = f(there)
         if val < cur - 1e-15:
-            lam, cur = trial, val
+            lam, cur, at, g = trial, val, there, None
             eta = min(eta * 1.5, 64.0)
         else:
             eta /= 2

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-__all__ = ["max_le_one", "int_rows", "solve_rows"]
+__all__ = ["max_le_one", "int_rows", "solve_rows", "dual_rows"]
 
 
 def _int_row(values) -> tuple[list[int], int]:
@@ -61,6 +61,33 @@ def int_rows(A: list[list[Fraction]]) -> list[tuple[list[int], int]]:
 def solve_rows(c: list[Fraction], rows: list[tuple[list[int], int]], b: list[Fraction] | None = None):
     """:func:`max_le_one` on rows from :func:`int_rows` (the same pivots and answer: each tableau row is
     the same rational vector, only scaled differently before its first reduction)."""
+    res = _simplex(c, rows, b)
+    if res is None:
+        return None
+    T, D, z, zd, basis = res
+    m, n = len(rows), len(c)
+    x = [Fraction(0)] * n
+    for r, bv in enumerate(basis):
+        if bv < n:
+            x[bv] = Fraction(T[r][-1], D[r])
+    w = [Fraction(z[n + r], zd) for r in range(m)]
+    return Fraction(z[-1], zd), x, w
+
+
+def dual_rows(c: list[Fraction], rows: list[tuple[list[int], int]], b: list[Fraction] | None = None):
+    """The dual optimum ``w`` of :func:`solve_rows` as integers over one positive denominator,
+    ``(numerators, denominator)`` (not reduced), or ``None`` if unbounded: for callers that test
+    many duals and keep few, without a ``Fraction`` per entry."""
+    res = _simplex(c, rows, b)
+    if res is None:
+        return None
+    _, _, z, zd, _ = res
+    n = len(c)
+    return z[n:n + len(rows)], zd
+
+
+def _simplex(c, rows, b):
+    """The final tableau ``(T, D, z, zd, basis)`` of :func:`solve_rows` (``None``: unbounded)."""
     m, n = len(rows), len(c)
     rhs = [1] * m if b is None else list(b)
     if any(v < 0 for v in rhs):
@@ -69,13 +96,20 @@ def solve_rows(c: list[Fraction], rows: list[tuple[list[int], int]], b: list[Fra
     T, D = [], []
     for r, (ints, den) in enumerate(rows):
         bn, bd = rhs[r].as_integer_ratio() if not isinstance(rhs[r], int) else (rhs[r], 1)
+        eye = [0] * m
+        if bd == 1:     # rows from int_rows are reduced (gcd(den, ints) = 1), and so is [ints | den·e_r | b·den]
+            eye[r] = den
+            T.append(ints + eye + [bn * den])
+            D.append(den)
+            continue
         full = den * bd // math.gcd(den, bd)
         k = full // den
-        row = [a * k for a in ints] + [full if i == r else 0 for i in range(m)] + [bn * (full // bd)]
-        ints2, den2 = _reduce(row, full)
+        eye[r] = full
+        ints2, den2 = _reduce([a * k for a in ints] + eye + [bn * (full // bd)], full)
         T.append(ints2)
         D.append(den2)
-    z, zd = _int_row([-x for x in c] + [0] * (m + 1))
+    z, zd = _int_row(list(c) + [0] * (m + 1))
+    z = [-v for v in z]                 # the objective row is -c (negating commutes with the reduction)
     basis = [n + r for r in range(m)]
     for _ in range(10_000):
         col = next((j for j in range(n + m) if z[j] < 0), None)  # Bland: lowest index
@@ -106,9 +140,4 @@ def solve_rows(c: list[Fraction], rows: list[tuple[list[int], int]], b: list[Fra
         if f != 0:
             z, zd = _reduce([a * pden - f * b_ for a, b_ in zip(z, prow)], zd * pden)
         basis[r] = col
-    x = [Fraction(0)] * n
-    for r, bv in enumerate(basis):
-        if bv < n:
-            x[bv] = Fraction(T[r][-1], D[r])
-    w = [Fraction(z[n + r], zd) for r in range(m)]
-    return Fraction(z[-1], zd), x, w
+    return T, D, z, zd, basis

@@ -200,16 +200,19 @@ def _joint_constant(weights: tuple, coeffs: tuple, W: Fraction, Cs: tuple) -> sp
         ly = np.log(np.maximum(y, 1e-300))          # y_j = 0 only where no statement of weight > 0 uses j
         return np.exp(ly @ wmT)                       # (n, k): each statement's term
 
-    rng = np.random.default_rng(0)
-    pts = np.vstack([np.eye(n), np.full((1, n), 1.0 / n), rng.dirichlet(np.ones(n), 1000)])
+    start, noise = _draws(n)
+    pts = np.vstack([np.eye(n), np.full((1, n), 1.0 / n), start])
     for scale in (0.03, 0.003):      # refine the best points: fixed point π_s ← m_s/Σm, and local jitter
         vals = g(pts).sum(axis=1)    # (all points again: BLAS may round a row differently in a larger product)
         best = pts[np.argsort(vals)[-10:]]
         fp = best.copy()
         for _ in range(40):
             t = g(fp)
-            fp = t / np.maximum(t.sum(axis=1, keepdims=True), 1e-300)
-        jit = np.abs(best[:, None, :] + rng.normal(0, scale, (10, 100, n))).reshape(-1, n)
+            nxt = t / np.maximum(t.sum(axis=1, keepdims=True), 1e-300)
+            if np.array_equal(nxt, fp):   # an exact fixed point: the remaining steps would repeat it
+                break
+            fp = nxt
+        jit = np.abs(best[:, None, :] + noise[scale]).reshape(-1, n)
         jit = jit / jit.sum(axis=1, keepdims=True)
         pts = np.vstack([pts, fp, jit])
     top = float(g(pts).sum(axis=1).max())
@@ -222,3 +225,18 @@ def _joint_constant(weights: tuple, coeffs: tuple, W: Fraction, Cs: tuple) -> sp
         if float(C) >= float(total):
             C = total
     return C
+
+
+@functools.lru_cache(maxsize=64)
+def _draws(n: int):
+    """The random points of :func:`_joint_constant` for ``n`` statements: 1000 Dirichlet starts and the jitter
+    of each refinement scale, drawn from one generator seeded 0 in that order — the same numbers for every
+    call with the same ``n``, so they are drawn once (read-only arrays)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    start = rng.dirichlet(np.ones(n), 1000)
+    noise = {scale: rng.normal(0, scale, (10, 100, n)) for scale in (0.03, 0.003)}
+    for a in (start, *noise.values()):
+        a.setflags(write=False)
+    return start, noise

@@ -139,7 +139,7 @@ class Screen:
                     chis[n] = rhos[n] * X
         else:
             X0 = W * S / (W - 1)
-            rhos = [sp.expand(c.subs(X, X0) / (X0 - S)) for c in chis]
+            rhos = [sp.expand(c.xreplace({X: X0}) / (X0 - S)) for c in chis]   # (as subs, for a symbol)
         return _largest(chis, rhos, X0)
 
 
