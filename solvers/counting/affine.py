@@ -16,9 +16,10 @@ import sympy as sp
 
 from meshplan.models.counting.domains import Domain, statement_domains
 from meshplan.models.loops.control import Flow, Opaque, Work, walk_nodes
-from meshplan.solvers.counting.barvinok import Cases, count_domains, is_available
+from meshplan.solvers.counting.barvinok import count_domains, is_available, qp_text
+from meshplan.solvers.counting.sums import Bnd
 
-__all__ = ["AffineCounts", "count_affine"]
+__all__ = ["AffineCounts", "LazyBnd", "count_affine"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,21 +28,69 @@ class AffineCounts:
     unknown loop counts ``u_k`` of ``if`` blocks whose statements all were counted (``resolved``)."""
 
     cases: dict
-    total: sp.Expr
     reasons: dict
     resolved: frozenset
     params: tuple[str, ...]
+
+    @property
+    def total(self) -> sp.Expr:
+        """The sum of the counts, as sympy."""
+        return sp.Add(*[c.expr for c in self.cases.values()])
+
+    @property
+    def total_text(self) -> str:
+        """The sum of the counts as text: the counts that hold for every parameter value added in isl (one
+        quasi-polynomial), the piecewise ones after it."""
+        plain = [c.qp for c in self.cases.values() if c.qp is not None]
+        rest = [c.count_text for c in self.cases.values() if c.qp is None and c.rows()]
+        out = []
+        if plain:
+            q = plain[0]
+            for x in plain[1:]:
+                q = q.add(x)
+            out.append(qp_text(q, list(self.params)))
+        for t in rest:
+            out.append(t)
+        if not out:
+            return "0"
+        text = out[0]
+        for t in out[1:]:
+            text += f" - {t[1:]}" if t.startswith("-") else f" + {t}"
+        return text
+
+
+class LazyBnd:
+    """A :class:`~meshplan.solvers.counting.sums.Bnd` of an exact count whose sympy expression is built on first
+    use (``make()``): Barvinok's counts are printed from isl, sympy is needed only to evaluate or to
+    transform them."""
+
+    __slots__ = ("_make", "_e")
+
+    def __init__(self, make) -> None:
+        self._make, self._e = make, None
+
+    @property
+    def value(self) -> sp.Expr:
+        if self._e is None:
+            self._e = sp.sympify(self._make())
+        return self._e
+
+    lo = hi = value
+
+    def __add__(self, other):
+        return Bnd.exact(self.value) + other
+
+    def map(self, f) -> Bnd:
+        return Bnd.exact(self.value).map(f)
 
 
 def _params(flow: Flow, domains: dict[str, Domain], procs: str) -> tuple[str, ...]:
     names = list(flow.params)
     if flow.rank:
         names.append(flow.rank)
-    counters = {c.name for d in domains.values() for c in d.counters}
     extra = set()
     for d in domains.values():
-        for c in d.constraints:
-            extra |= {s.name for s in c.free_symbols} - counters
+        extra |= d.parameter_names()
     names += sorted(extra - set(names))
     return tuple(names)
 
@@ -61,11 +110,10 @@ def count_affine(flow: Flow, procs: str = "p") -> AffineCounts | None:
     if got is None:  # an unbounded domain: a loop that never stops for some parameters
         return None
     cases = got
-    total = sp.Add(*[c.expr for c in cases.values()])
     resolved = set()
     for nd in walk_nodes(flow.body):
         if isinstance(nd, Opaque) and nd.cond is not None:
             works = [w.name for w in walk_nodes(nd.body) if isinstance(w, Work)]
             if all(w in cases for w in works):
                 resolved.add(nd.symbol)
-    return AffineCounts(cases, total, reasons, frozenset(resolved), params)
+    return AffineCounts(cases, reasons, frozenset(resolved), params)

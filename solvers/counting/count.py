@@ -18,7 +18,7 @@ from meshplan.models.core.errors import ModelError
 from meshplan.models.core.limits import limit
 from meshplan.models.counting.execute import execute_ranks
 from meshplan.models.loops.control import Flow
-from meshplan.solvers.counting.affine import count_affine
+from meshplan.solvers.counting.affine import LazyBnd, count_affine
 from meshplan.solvers.counting.analyze import count_flow, param_symbol, unknown_symbol
 from meshplan.solvers.counting.barvinok import SharedPrinter
 from meshplan.solvers.counting.blocks import count_blocks
@@ -60,6 +60,7 @@ class CountResult:
     cases: dict | None = None
     methods: dict | None = None
     unknowns: tuple[str, ...] | None = None
+    texts: dict | None = None  # Barvinok's counts as isl printed them, per statement and "total"
 
     # -- W, D, E_p (section 2.1.1) ----------------------------------------------------------
     @property
@@ -141,7 +142,21 @@ class CountResult:
                      "ok": tok})
         return {"ok": ok and tok, "values": dict(values), "rows": rows}
 
+    def _text_metrics(self) -> dict | None:
+        """W, D, E_p and the parallelism as text, from the texts of the counts, for sequential code (no process
+        count in them): then no sympy expression of a count is built."""
+        if self.texts is None or self.p.name in self.texts["names"] or len(self.procs) > 1:
+            return None
+        N = self.texts["total"]
+        return {"work": N, "depth": N, "efficiency": f"1/{self.p.name}", "available_parallelism": "1"}
+
     def to_json(self, values: dict | None = None) -> dict:
+        fast = self._text_metrics()
+        if fast is not None:
+            out = self._text_json(fast)
+            if values:
+                out["values"] = self._evaluated(values, self.metrics, {})
+            return out
         m = self.metrics
         shared = SharedPrinter()  # the pieces of the cases, the statements' counts and the total print once
 
@@ -151,7 +166,8 @@ class CountResult:
             "function": self.flow.name,
             "parameters": list(self.flow.params),
             "rank": self.flow.rank,
-            "iterations": {st.name: s(st.count.value) for st in self.statements},
+            "iterations": {st.name: self.texts[st.name] if self.texts else s(st.count.value)
+                           for st in self.statements},
             "lines": {st.name: st.line for st in self.statements},
             "work": s(m["work"]), "depth": s(m["depth"]), "efficiency": s(m["efficiency"]),
             "available_parallelism": s(m["available_parallelism"]),
@@ -165,7 +181,7 @@ class CountResult:
         }
         if self.flow.grid:
             out["grid"] = dict(self.flow.grid)
-        out["iterations"]["total"] = s(self.total.value)
+        out["iterations"]["total"] = self.texts["total"] if self.texts else s(self.total.value)
         if m.get("depth") == sp.oo:
             out["notes"].append("D = oo: the parallelization is not work-conserving (more work per process as p grows)")
         exprs = {}  # the bounds as expressions: re-parsing their text would re-evaluate the clamps Max(0, …)
@@ -181,14 +197,28 @@ class CountResult:
                 out["bounds"][k] = {"lower": s(lo), "upper": s(hi)}
                 exprs[k] = (lo, hi)
         if values:
-            val = {st.name: as_number(self.evaluate(st.count.value, values)) for st in self.statements}
-            val["total"] = as_number(self.evaluate(self.total.value, values))
-            for k in ("work", "depth", "efficiency", "available_parallelism"):
-                val[k] = as_number(self.evaluate(m[k], values))
-            for k in out["bounds"]:
-                val[f"{k}_bounds"] = [as_number(self.evaluate(e, values)) for e in exprs[k]]
-            out["values"] = val
+            out["values"] = self._evaluated(values, m, exprs)
         return out
+
+    def _evaluated(self, values: dict, m: dict, exprs: dict) -> dict:
+        """Every count and metric at ``values`` (``NAME_bounds`` pairs for the bounds ``exprs``)."""
+        val = {st.name: as_number(self.evaluate(st.count.value, values)) for st in self.statements}
+        val["total"] = as_number(self.evaluate(self.total.value, values))
+        for k in ("work", "depth", "efficiency", "available_parallelism"):
+            val[k] = as_number(self.evaluate(m[k], values))
+        for k, e in exprs.items():
+            val[f"{k}_bounds"] = [as_number(self.evaluate(x, values)) for x in e]
+        return val
+
+    def _text_json(self, m: dict) -> dict:
+        """:meth:`to_json` of a sequential count that Barvinok's algorithm made exact, from the texts."""
+        t = self.texts
+        cases = {k: [{"count": e, "when": c} for e, c in v.rows()] for k, v in (self.cases or {}).items()}
+        return {"function": self.flow.name, "parameters": list(self.flow.params), "rank": self.flow.rank,
+                "iterations": {**{st.name: t[st.name] for st in self.statements}, "total": t["total"]},
+                "lines": {st.name: st.line for st in self.statements}, **m, "exact": self.exact,
+                "bounds": {}, "unknowns": list(self.unknowns or ()), "notes": list(self.notes),
+                "methods": dict(self.methods), "cases": cases}
 
 
 def _loc(res) -> dict:
@@ -322,12 +352,14 @@ def _affine_result(flow: Flow, procs: str, bounds: dict, aff) -> CountResult:
         raise ModelError(f"bounds names {sorted(unknown)[0]}, which is not an unknown loop count of "
                          f"{flow.name} (unknowns: none)", param="bounds")
     notes = tuple(n for n in flow.notes if not any(f"counted as {u} " in n for u in aff.resolved))
-    stmts = tuple(StatementCount(w.name, w.line, w.text, Bnd.exact(aff.cases[w.name].expr))
+    stmts = tuple(StatementCount(w.name, w.line, w.text, LazyBnd(lambda c=aff.cases[w.name]: c.expr))
                   for w in flow.statements)
-    return CountResult(flow, stmts, Bnd.exact(aff.total), True, _param(procs, procs), notes, {},
+    texts = {w.name: aff.cases[w.name].count_text for w in flow.statements}
+    texts.update(total=aff.total_text, names=frozenset(aff.params))
+    return CountResult(flow, stmts, LazyBnd(lambda: aff.total), True, _param(procs, procs), notes, {},
                        cases=dict(aff.cases),
                        methods={w.name: "barvinok" for w in flow.statements},
-                       unknowns=tuple(u for u in flow.unknowns if u not in aff.resolved))
+                       unknowns=tuple(u for u in flow.unknowns if u not in aff.resolved), texts=texts)
 
 
 def _param(name: str, procs: str) -> sp.Symbol:

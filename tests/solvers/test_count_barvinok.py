@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 
 import pytest
+import sympy
 
 islpy = pytest.importorskip("islpy")
 
@@ -120,8 +121,25 @@ def _isl_eval(text: str, n: int, m: int) -> int:
     return v.to_python()
 
 
+_LOC = {x: sympy.Symbol(x, integer=True, nonnegative=True) for x in ("n", "m")}
+
+
+def _case_value(rows: list, vals: dict):
+    """The value of a count's JSON ``cases`` at ``vals``: the count of the one row whose condition holds (the
+    conditions are disjoint; ``otherwise`` where none does)."""
+    rep = {_LOC[k]: v for k, v in vals.items()}
+    hit = [r for r in rows if r["when"] != "otherwise" and bool(sympy.sympify(r["when"], locals=_LOC) is True or
+                                                                  sympy.sympify(r["when"], locals=_LOC).subs(rep))]
+    assert len(hit) <= 1, (rows, vals)
+    if not hit:
+        hit = [r for r in rows if r["when"] == "otherwise"] or [{"count": "0"}]
+    return sympy.sympify(hit[0]["count"], locals=_LOC).subs(rep)
+
+
 @pytest.mark.parametrize("chunk", range(11))
 def test_affine_nests_match_brute_force_and_barvinok(chunk):
+    """The counts as sympy, the JSON's text (each statement, the total and the cases with their conditions, read
+    back by sympy) and isl's own evaluation all equal brute force."""
     per = N_NESTS // 11
     for seed in range(chunk * per, (chunk + 1) * per):
         src, k = nest(seed)
@@ -130,12 +148,16 @@ def test_affine_nests_match_brute_force_and_barvinok(chunk):
         assert res.exact and doc["exact"], src
         assert not doc["unknowns"] and not doc["bounds"], src
         assert set(doc["methods"].values()) == {"barvinok"}, (src, doc["methods"])
+        texts = {k: sympy.sympify(t, locals=_LOC) for k, t in doc["iterations"].items()}
         for n, m in POINTS:
             want = brute(src, k, n, m)
             vals = {"n": n, "m": m}
             got = [res.evaluate(st.count.value, vals) for st in res.statements]
             assert got == want, (src, n, m, got, want)
             assert res.evaluate(res.total.value, vals) == sum(want), (src, n, m)
+            assert [res.evaluate(texts[st.name], vals) for st in res.statements] == want, (src, n, m, doc)
+            assert res.evaluate(texts["total"], vals) == sum(want), (src, n, m, doc["iterations"]["total"])
+            assert [_case_value(doc["cases"][st.name], vals) for st in res.statements] == want, (src, n, m)
             isl_got = [_isl_eval(res.cases[st.name].text, n, m) for st in res.statements]
             assert isl_got == want, (src, n, m, isl_got, want)
 
@@ -190,3 +212,20 @@ def test_count_source_of_domain_is_the_model():
     (res,) = count_problem(CountProblem.of(src))
     assert [res.evaluate(st.count.value, {"n": 7}) for st in res.statements] == [7, 4]
     assert [res.evaluate(st.count.value, {"n": 0}) for st in res.statements] == [0, 0]
+
+
+def test_json_text_is_read_from_isl_and_matches_sympy():
+    """The JSON's counts are printed from isl's pieces (terms by falling degree over one denominator; a piece
+    that is 0 where no piece holds extended there); the sympy counts, built on demand, are the same
+    functions."""
+    src = ("def lu(n):\n    for k in range(n):\n        for i in range(k + 1, n):\n            A[i, k] /= A[k, k]\n"
+           "            for j in range(k + 1, n):\n                A[i, j] -= A[i, k] * A[k, j]\n")
+    (res,) = count_problem(CountProblem.of(src))
+    doc = res.to_json()
+    assert doc["iterations"] == {"S1": "(n**2 - n)/2", "S2": "(2*n**3 - 3*n**2 + n)/6", "total": "(n**3 - n)/3"}
+    assert doc["cases"]["S1"] == [{"count": "(n**2 - n)/2", "when": "True"}]
+    assert doc["work"] == doc["depth"] == "(n**3 - n)/3" and doc["efficiency"] == "1/p"
+    for name, text in doc["iterations"].items():
+        e = res.total.value if name == "total" else next(st.count.value for st in res.statements if st.name == name)
+        assert sympy.expand(sympy.sympify(text, locals=_LOC) - e) == 0, name
+    assert res.to_json({"n": 6})["values"]["total"] == 70

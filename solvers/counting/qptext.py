@@ -1,0 +1,180 @@
+"""Barvinok's counts (isl piecewise quasi-polynomials) as text in sympy's syntax, read straight from isl, and
+isl's test that a quasi-polynomial is 0 on a set of parameter values.
+
+The text reads back with ``sympy.sympify``: terms by falling degree over one common denominator
+(``(n**2 - n)/2``), ``floor(...)`` for isl's integer divisions, conditions as ``(m >= n + 1) & Eq(m, 1)``
+(Verdoolaege et al., "Counting integer points in parametric polytopes using Barvinok's rational functions",
+Algorithmica 48(1), 2007, for the counts).
+"""
+
+from __future__ import annotations
+
+from math import lcm
+
+try:
+    import islpy as _isl
+
+    _PARAM, _DIV = _isl.dim_type.param, _isl.dim_type.div
+except ImportError:  # barvinok.is_available() says so
+    _PARAM = _DIV = None
+
+__all__ = ["qp_text", "set_text", "Region", "zero_on"]
+
+
+def _fr(v) -> tuple[int, int]:
+    """An isl value as ``(numerator, denominator)``."""
+    if v.is_int():
+        return v.to_python(), 1
+    return v.get_num_si(), v.get_den_val().to_python()
+
+
+def _sum_text(terms: list) -> str:
+    """``Σ k·mono`` (``k`` as ``(numerator, denominator)``; ``mono`` text, "" for the constant) over one common
+    denominator."""
+    den = lcm(*[d for (_, d), _ in terms]) if terms else 1
+    parts = []
+    for (k, d), mono in terms:
+        if k == 0:
+            continue
+        k = k * (den // d)
+        mag = -k if k < 0 else k
+        body = (mono if mag == 1 else f"{mag}*{mono}") if mono else str(mag)
+        parts.append((" - " if parts else "-") + body if k < 0 else (" + " if parts else "") + body)
+    body = "".join(parts) or "0"
+    if den == 1:
+        return body
+    return f"({body})/{den}" if len(parts) > 1 else f"{body}/{den}"
+
+
+def _aff_terms(aff, names: list) -> list:
+    out = []
+    for i, name in enumerate(names):
+        c = aff.get_coefficient_val(_PARAM, i)
+        if not c.is_zero():
+            out.append((_fr(c), name))
+    for i in range(aff.dim(_DIV)):
+        c = aff.get_coefficient_val(_DIV, i)
+        if not c.is_zero():
+            out.append((_fr(c), f"floor({_sum_text(_aff_terms(aff.get_div(i), names))})"))
+    out.append((_fr(aff.get_constant_val()), ""))
+    return out
+
+
+def qp_text(qp, names: list) -> str:
+    """A quasi-polynomial's text, terms by falling degree over one denominator: ``(n**2 - n)/2``."""
+    floors: dict[int, str] = {}
+    terms = []
+    for t in qp.get_terms():
+        f, deg = [], 0
+        for i, name in enumerate(names):
+            k = t.get_exp(_PARAM, i)
+            if k:
+                f.append(name if k == 1 else f"{name}**{k}")
+                deg += k
+        for i in range(t.dim(_DIV)):
+            k = t.get_exp(_DIV, i)
+            if k:
+                fl = floors.get(i)
+                if fl is None:
+                    fl = floors[i] = f"floor({_sum_text(_aff_terms(t.get_div(i), names))})"
+                f.append(fl if k == 1 else f"{fl}**{k}")
+                deg += k
+        terms.append((-deg, len(terms), (_fr(t.get_coefficient_val()), "*".join(f))))
+    return _sum_text([x for _, _, x in sorted(terms)]) if terms else "0"
+
+
+def _constraint_text(con, names: list) -> str:
+    """``a >= 0`` (or ``a = 0``) with positive terms on each side: ``m - n - 1 >= 0`` -> ``m >= n + 1``."""
+    terms = _aff_terms(con.get_aff(), names)
+    den = lcm(*[d for (_, d), _ in terms]) if terms else 1
+    lhs = [((k * (den // d), 1), m) for (k, d), m in terms if k > 0]
+    rhs = [((-k * (den // d), 1), m) for (k, d), m in terms if k < 0]
+    a, b = _sum_text(lhs), _sum_text(rhs)
+    return f"Eq({a}, {b})" if con.is_equality() else f"{a} >= {b}"
+
+
+def set_text(s, names: list) -> str:
+    ors = []
+    for bs in s.get_basic_sets():
+        ands = [_constraint_text(c, names) for c in bs.get_constraints()]
+        ors.append("True" if not ands else ands[0] if len(ands) == 1 else
+                   " & ".join(a if a.startswith("Eq(") else f"({a})" for a in ands))
+    if len(ors) == 1:
+        return ors[0]
+    return " | ".join(f"({o})" for o in ors)
+
+
+class Region:
+    """A set of parameter values, split once for :func:`_zero_on`: per basic set a sample point and the range
+    of each parameter that is bounded there (None when some range has more than ``most`` values)."""
+
+    def __init__(self, region, most: int = 64) -> None:
+        import islpy as isl
+
+        n = region.dim(_PARAM)
+        self.set, self.parts = region, []
+        for bs in region.get_basic_sets():
+            flat = isl.Set.from_basic_set(bs.move_dims(isl.dim_type.set, 0, _PARAM, 0, n))
+            ranges = {}
+            for i in range(n):
+                hi = flat.dim_max_val(i)
+                if hi.is_int():
+                    a, b = flat.dim_min_val(i).to_python(), hi.to_python()
+                    ranges[i] = range(a, b + 1) if b - a < most else None
+            self.parts.append((bs, bs.sample_point(), ranges))
+
+
+def _nonzero_further(qp, bs, pt, free: list) -> bool:
+    """True when ``qp`` is not 0 at a point of ``bs`` beyond its sample point ``pt`` along an unbounded
+    parameter (one more ILP sample per parameter in ``free``): a cheap refutation."""
+    import islpy as isl
+
+    if pt.is_void():
+        return False
+    for i in free:
+        v = pt.get_coordinate_val(_PARAM, i).to_python()
+        c = isl.Constraint.inequality_alloc(bs.get_local_space()).set_coefficient_val(_PARAM, i, 1) \
+            .set_constant_val(-(v + 1))
+        far = bs.add_constraint(c).sample_point()
+        if not far.is_void() and not qp.eval(far).is_zero():
+            return True
+    return False
+
+
+def zero_on(qp, region: Region) -> bool | None:
+    """Whether ``qp`` is 0 at every point of ``region``, as isl shows it: isl's evaluation at each basic set's
+    sample point; then per basic set, each value of the parameters bounded there fixed in turn, isl evaluates
+    ``qp`` (every parameter fixed) or gists it to that set, which substitutes the equalities (the zero
+    polynomial: 0 there).  None when isl can neither show nor refute it."""
+    import itertools
+
+    import islpy as isl
+
+    for _, pt, _ in region.parts:
+        if not pt.is_void() and not qp.eval(pt).is_zero():
+            return False
+    n = region.set.dim(_PARAM)
+    undecided = False
+    for bs, pt, ranges in region.parts:
+        if any(r is None for r in ranges.values()):
+            return None
+        keys = sorted(ranges)
+        if len(keys) < n and qp.gist(isl.Set.from_basic_set(bs)).is_zero():  # 0 on all of bs
+            continue
+        if len(keys) < n and _nonzero_further(qp, bs, pt, [i for i in range(n) if i not in ranges]):
+            return False
+        if not keys:
+            undecided = True
+            continue
+        for combo in itertools.product(*[ranges[i] for i in keys]):
+            fixed = bs
+            for i, v in zip(keys, combo):
+                fixed = fixed.fix_val(_PARAM, i, v)
+            if fixed.is_empty():
+                continue
+            if len(keys) == n:
+                if not qp.eval(fixed.sample_point()).is_zero():
+                    return False
+            elif not qp.gist(isl.Set.from_basic_set(fixed)).is_zero():
+                undecided = True
+    return None if undecided else True
