@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from meshplan.solvers.counting.pieces import prune_pieces
+from meshplan.solvers.counting.pieces import drop_unreachable, prune_pieces
 
 __all__ = ["rank_max", "work", "depth", "efficiency", "available_parallelism", "tidy", "grid_metrics", "fold_pieces",
            "ratio"]
@@ -215,9 +215,10 @@ def ratio(a: sp.Expr, b: sp.Expr) -> sp.Expr:
 
 
 def fold_pieces(e: sp.Expr) -> sp.Expr:
-    """One flat ``Piecewise`` for a sum of few piecewise terms, with a piece ``(e1, A1 & … & C)`` merged into the
-    next ``(e2, C)`` when every ``Ai`` is ``x >= 1`` of a non-negative integer ``x`` (so it fails only at
-    ``x = 0``) and ``e1`` at ``x = 0`` is ``e2``."""
+    """One flat ``Piecewise`` for a sum of few piecewise terms, without the pieces whose conditions no block
+    count ``ceiling(E/q)`` can meet (:func:`~meshplan.solvers.counting.pieces.drop_unreachable`), with a piece
+    ``(e1, A1 & … & C)`` merged into the next ``(e2, C)`` when every ``Ai`` is ``x >= 1`` of a non-negative
+    integer ``x`` (so it fails only at ``x = 0``) and ``e1`` at ``x = 0`` is ``e2``."""
     if not e.has(sp.Piecewise) or len(e.atoms(sp.Piecewise)) > 8:
         return e
     e = e.replace(lambda x: isinstance(x, sp.Gt) and x.lhs.is_integer and x.rhs.is_Integer,
@@ -225,6 +226,9 @@ def fold_pieces(e: sp.Expr) -> sp.Expr:
     f = sp.piecewise_fold(e)
     if not isinstance(f, sp.Piecewise):
         return e
+    f = drop_unreachable(f)  # pieces whose block-count conditions cannot hold (ceiling(n/q) <= -1)
+    if not isinstance(f, sp.Piecewise):
+        return f
     pieces = list(f.args)
     i = 0
     while i + 1 < len(pieces):

@@ -188,3 +188,78 @@ def prune_pieces(e: sp.Expr, facts: dict | None = None) -> sp.Expr:
     if merged[0][1] is sp.true:
         return merged[0][0]
     return sp.Piecewise(*[(v, c) for v, c, _, _ in merged])
+
+
+
+def drop_unreachable(e: sp.Expr) -> sp.Expr:
+    """``e`` without the pieces of its outer ``Piecewise`` whose condition no integer parameter values meet.
+    Each ``ceiling(E/q)`` or ``floor(E/q)`` of a process count ``q >= 1`` becomes an integer in the range of its
+    values over all ``q >= 1`` (``ceiling``: ``1 … E`` where ``E >= 1``, ``E … 0`` elsewhere; ``floor``: ``0 … E``
+    where ``E >= 0``, ``E … -1`` elsewhere), and isl decides whether the condition can hold then.  A
+    relaxation: a piece it drops is never taken; one it keeps may still never be."""
+    if not isinstance(e, sp.Piecewise):
+        return e
+    keep = [(v, c) for v, c in e.args if c is sp.true or not _never(c)]
+    if len(keep) == len(e.args) or not keep:
+        return e
+    return keep[0][0] if keep[0][1] is sp.true else sp.Piecewise(*keep)
+
+
+def _never(c: sp.Basic) -> bool:
+    import islpy as isl
+
+    rep, relax = {}, []
+    for k, a in enumerate(sorted(c.atoms(sp.ceiling, sp.floor), key=sp.default_sort_key)):
+        num, den = sp.fraction(sp.together(a.args[0]))
+        E = _affine(num)
+        if not (den.is_Symbol and den.is_integer and den.is_positive and E is not None):
+            return False
+        z = rep[a] = sp.Symbol(f"rlx{k}", integer=True)
+        relax.append(f"(({E} >= 1 and 1 <= {z} <= {E}) or ({E} <= 0 and {E} <= {z} <= 0))"
+                     if isinstance(a, sp.ceiling) else
+                     f"(({E} >= 0 and 0 <= {z} <= {E}) or ({E} <= -1 and {E} <= {z} <= -1))")
+    body = _isl(c.xreplace(rep))
+    syms = sorted((c.xreplace(rep).free_symbols - set(rep.values())) | {s for a in rep for s in a.free_symbols},
+                  key=lambda s: s.name)
+    if body is None or not all(s.is_integer for s in syms):
+        return False
+    doms = [f"{s.name} >= {1 if s.is_positive else 0}" for s in syms if s.is_nonnegative]
+    text = (f"[{', '.join(s.name for s in syms)}] -> {{ [{', '.join(z.name for z in rep.values())}] : "
+            f"{' and '.join([body, *relax, *doms])} }}")
+    try:
+        return isl.Set(text).is_empty()
+    except isl.Error:  # a name isl does not read: undecided
+        return False
+
+
+def _affine(e: sp.Expr) -> str | None:
+    """``e`` as isl text when it is affine with integer coefficients, else None."""
+    e = sp.expand(sp.sympify(e))
+    syms = sorted(e.free_symbols, key=lambda s: s.name)
+    coeffs = [e.coeff(s) for s in syms]
+    const = sp.sympify(e.xreplace({s: sp.S.Zero for s in syms}))
+    if not all(x.is_Integer for x in (*coeffs, const)) or sp.expand(e - sum(k * s for k, s in zip(coeffs, syms))
+                                                                    - const) != 0:
+        return None
+    return " + ".join([f"{k}*{s.name}" for k, s in zip(coeffs, syms) if k != 0] + [str(const)])
+
+
+_OPS = {sp.Ge: ">=", sp.Gt: ">", sp.Le: "<=", sp.Lt: "<", sp.Eq: "="}
+
+
+def _isl(c: sp.Basic) -> str | None:
+    """A condition affine in its symbols (rational coefficients) as isl text, or None."""
+    if c is sp.true or c is sp.false:
+        return "0 = 0" if c is sp.true else "1 = 0"
+    if isinstance(c, (sp.And, sp.Or, sp.Not, sp.Ne)):
+        parts = [_isl(a) for a in c.args] if not isinstance(c, sp.Ne) else [_isl(sp.Eq(*c.args, evaluate=False))]
+        if None in parts:
+            return None
+        return f"(not {parts[0]})" if isinstance(c, (sp.Not, sp.Ne)) else \
+            "(" + (" and " if isinstance(c, sp.And) else " or ").join(parts) + ")"
+    if type(c) not in _OPS:
+        return None
+    d = sp.expand(c.lhs - c.rhs)
+    den = sp.ilcm(1, *[sp.fraction(k)[1] for k in d.as_coefficients_dict().values()])
+    lhs = _affine(d * den)
+    return None if lhs is None else f"{lhs} {_OPS[type(c)]} 0"

@@ -222,3 +222,38 @@ def test_pruned_pieces_equal_the_count_at_every_point():
             for b in range(4):
                 assert got.xreplace({n: a, T: b}) == e.xreplace({n: a, T: b}), (e, got, a, b)
     assert fewer >= 30, fewer  # the pruning happens, not only its identity
+
+
+def test_unreachable_block_pieces_are_dropped_and_the_rest_kept():
+    """Pieces whose condition on block counts ceiling(E/q), floor(E/q) cannot hold are dropped (isl on the range
+    of those counts over every q >= 1); on random conditions the dropped form equals the original at every
+    point n < 8, p, q in {1, 2, 3, 8}, and some pieces are dropped."""
+    import random
+
+    import sympy as sp
+
+    from meshplan.solvers.counting.pieces import drop_unreachable
+
+    n = sp.Symbol("n", integer=True, nonnegative=True)
+    p, q = sp.symbols("p q", integer=True, positive=True)
+    atoms = (n, n, sp.ceiling(n / p), sp.ceiling(n / q), sp.floor(n / p), sp.ceiling((n - 2) / q), sp.floor((n - 2) / p))
+    rng = random.Random(11)
+
+    def rel():
+        lhs = sum(rng.choice((-1, 1, 2)) * rng.choice(atoms) for _ in range(rng.randint(1, 2)))
+        return rng.choice((sp.Ge, sp.Le, sp.Eq, sp.Gt))(lhs, rng.randint(-2, 3))
+
+    dropped = 0
+    for _ in range(80):
+        e = sp.Piecewise(*[(rng.randint(1, 9) * n + k, sp.And(rel(), rel())) for k in range(3)], (0, True))
+        got = drop_unreachable(e)
+        if got == e:
+            continue
+        dropped += 1
+        f, g = (sp.lambdify((n, p, q), x, "math") for x in (e, got))
+        for a, b, c in itertools.product(range(8), (1, 2, 3, 8), (1, 2, 3, 8)):
+            assert f(a, b, c) == g(a, b, c), (e, got, a, b, c)
+    assert dropped >= 10, dropped
+    lu_dead = (n >= 1) & (n - sp.ceiling(n / p) >= 2) & (n <= n - sp.ceiling(n / q) - 1)
+    assert drop_unreachable(sp.Piecewise((n, lu_dead), (n + 1, n >= 2), (0, True))) == sp.Piecewise((n + 1, n >= 2),
+                                                                                                     (0, True))
