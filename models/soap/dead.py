@@ -17,14 +17,19 @@ from meshplan.models.soap.symbolic import simplified
 
 
 def dead_statements(program: Program) -> tuple[str, ...]:
-    """The statements every value of which is overwritten before any other statement reads it.
+    """The statements whose values are overwritten before any other statement reads them — all of them,
+    or (for some sizes) only some: these are left out, which only lowers the bound.
 
     Only arrays that no statement but their own writers reads, each writer reading only the very
     element it writes (an in-place update), qualify.  A writer is dead when a later writer reads
-    nothing of the array and writes exactly the same elements, once each (its loops are its output
-    subscripts, each with the same range as the earlier writer's, free of other loop variables — so it
-    runs whenever the earlier one has an element): every value of the earlier one reaches only
-    in-place updates of that element, which the overwrite discards.  Anything not recognized stays."""
+    nothing of the array and writes its elements once each (its loops are its output subscripts,
+    free of other loop variables) over ranges that can share an element with the earlier writer's
+    (:func:`_may_overlap`): every value of the earlier one reaches only in-place updates of that
+    element, which the overwrite discards.  When the ranges are equal every value is discarded; when
+    they differ (``C[i] += …`` over ``range(1, N)``, then ``C[i] = …`` over ``range(0, M)``) the overwrite
+    covers all of them for some sizes (M ≥ N) and only some for others — a count of the survivors would
+    be a piecewise expression, so the writer's vertices are left out for all sizes (a valid, weaker
+    bound where some survive).  Anything not recognized stays."""
     params = set(program.params)
     dead: list[str] = []
     for arr in dict.fromkeys(st.output.array for st in program.statements):
@@ -37,7 +42,8 @@ def dead_statements(program: Program) -> tuple[str, ...]:
         for j, st in enumerate(touching):
             if elems[j] is None:
                 continue
-            if any(elems[k] == elems[j] and len(later.loops) == len(later.output.index)
+            if any(elems[k] is not None and _may_overlap(elems[j], elems[k])
+                   and len(later.loops) == len(later.output.index)
                    and not any(a.array == arr for a in later.inputs)
                    for k, later in enumerate(touching[j + 1:], start=j + 1)):
                 dead.append(st.name)
@@ -58,6 +64,17 @@ def _elements(st: Statement, params: set[str]) -> tuple | None:
     if len({str(x) for x in st.output.index}) != len(st.output.index):
         return None
     return tuple(out)
+
+
+def _may_overlap(a: tuple, b: tuple) -> bool:
+    """Whether two writers' element ranges (:func:`_elements`, subscript by subscript) can share an element
+    at some sizes: no subscript's range ends before the other's starts whatever the sizes (only a constant
+    gap decides it; steps are ignored, which can only answer yes more often)."""
+    for (la, ua, _), (lb, ub, _) in zip(a, b):
+        for gap in (sp.expand(ua - lb), sp.expand(ub - la)):    # a ends before b starts, or b before a
+            if gap.is_number and gap <= 0:
+                return False
+    return True
 
 
 def constant_in_tile(c, group, order: dict, constant: set) -> bool:

@@ -27,7 +27,7 @@ from meshplan.models.loops.program import Program, sym
 from meshplan.models.soap.sdg import SubProblem, build_sdg, subgraph_problem
 from meshplan.models.soap.symbolic import simplified
 from meshplan.solvers.soap.chi import SAMPLE_S, S, Intensity, dominating, intensity
-from meshplan.solvers.soap.counts import check_ranges, iterations
+from meshplan.solvers.soap.counts import check_ranges, enumerated, iterations, miscounted
 from meshplan.solvers.soap.derive import derive_screened
 from meshplan.solvers.soap.memo import IntensityMemo
 from meshplan.solvers.soap.trivial import trivial_bound
@@ -64,6 +64,8 @@ class ProgramBound:
     notes: tuple[str, ...] = field(default=())
     #: every input read once + every output written once (the floor under the SOAP bound)
     trivial: sp.Expr = sp.Integer(0)
+    #: the program the trivial floor counts (before temporaries are expanded; ``None``: ``program``)
+    stored: Program | None = None
 
     @property
     def dominant(self) -> ArrayBound | None:
@@ -92,6 +94,10 @@ class ProgramBound:
     def evaluate_numeric(self, values: dict[str, float]) -> float:
         """The bound at concrete sizes with each ρ_H minimized over X numerically (still valid)."""
         s = float(values["S"])
+        degenerate = self._degenerate(values)
+        if degenerate is not None:
+            return self._degenerate_value(values, degenerate, lambda a: max(
+                it.rho_numeric(s) for it in self.subgraphs if a.array in it.problem.arrays))
         subs = {sym(k): v for k, v in values.items() if k not in ("S", "p")}
         total = 0.0
         for a in self.arrays:
@@ -110,11 +116,50 @@ class ProgramBound:
         if missing or "S" not in values:
             raise ModelError(f"to evaluate the bound give {', '.join(missing + ([] if 'S' in values else ['S']))} "
                              "in params (e.g. N=4096,S=65536)", param="params")
+        degenerate = self._degenerate(values)
+        if degenerate is not None:
+            return self._degenerate_value(values, degenerate, lambda a: float(sp.N(a.rho.subs(S, values["S"]))))
         subs = {sym(k): v for k, v in values.items() if k not in ("S", "p")}
         subs[S] = values["S"]
         subs[P] = values.get("p", 1)
         expr = self.bound if "p" not in values else self.parallel
         return float(sp.N(expr.subs(subs)))
+
+    def _degenerate(self, values: dict[str, float]) -> tuple[set, set] | None:
+        """The statements (of ``program``, and of the program the trivial floor counts) whose closed-form
+        counts may be wrong at these sizes — a loop range reversed where it runs, or no iteration at all
+        (:func:`~meshplan.solvers.soap.counts.miscounted`); ``None`` when there are none (or a size is no
+        integer), and the symbolic bound holds as it is."""
+        sizes = {k: values[k] for k in self.program.params}
+        if not all(float(v).is_integer() for v in sizes.values()):
+            return None
+        sizes = {k: int(v) for k, v in sizes.items()}
+        bad = {st.name for st in self.program.statements if miscounted(st, sizes)}
+        bad_stored = {st.name for st in (self.stored or self.program).statements if miscounted(st, sizes)}
+        return (bad, bad_stored) if bad or bad_stored else None
+
+    def _degenerate_value(self, values: dict[str, float], degenerate: tuple[set, set], rho_of) -> float:
+        """The bound at sizes where some closed-form counts do not hold (:meth:`_degenerate`): Theorem 5.1
+        with each such statement's vertices counted one by one (none past a limit, which only lowers the
+        bound) and the others' closed forms, and the trivial floor without the accesses of such statements
+        (a smaller floor).  Empty domains (``range(1, N − 1)`` at
+        N = 1) thus give no vertices and no reads, as no schedule moves anything for them."""
+        bad, bad_stored = degenerate
+        sizes = {k: int(values[k]) for k in self.program.params}
+        subs = {sym(k): v for k, v in sizes.items()}
+        total = 0.0
+        for a in self.arrays:
+            if a.rho == sp.oo:
+                continue
+            n = 0.0
+            for name in a.statements:
+                st = self.program.statement(name)
+                n += (enumerated(st, sizes) or 0) if name in bad else float(sp.N(iterations(st).subs(subs)))
+            if n > 0:
+                total += n / rho_of(a)
+        triv, _ = trivial_bound(self.stored or self.program, skip=bad_stored)
+        total = max(total, float(sp.N(triv.subs(subs))))
+        return total / float(values.get("p", 1))
 
 
 #: Theorem 5.1 takes every subgraph; all are evaluated while at most this many arrays with
@@ -190,7 +235,7 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
             notes.append(f"the bound is the max with the trivial bound {triv} (every element of "
                          f"{', '.join(counted)} read or written once)")
     return ProgramBound(program, findings, tuple(results), tuple(arrays), bound, lead, bound / P,
-                        time.perf_counter() - t0, tuple(notes), triv)
+                        time.perf_counter() - t0, tuple(notes), triv, stored)
 
 
 def _leading_params(expr: sp.Expr, params) -> sp.Expr:

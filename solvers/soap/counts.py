@@ -14,7 +14,7 @@ from meshplan.models.core.errors import ModelError
 from meshplan.models.loops.program import Statement
 from meshplan.models.soap.symbolic import simplified
 
-__all__ = ["iterations", "check_ranges"]
+__all__ = ["iterations", "check_ranges", "miscounted", "enumerated"]
 
 
 def _range_lengths(st: Statement):
@@ -107,3 +107,64 @@ def _polynomial_iterations(st: Statement) -> sp.Expr | None:
         if expr is None:
             return None
     return sp.factor(sp.expand(expr))
+
+
+def miscounted(st: Statement, values: dict) -> bool:
+    """Whether the closed-form counts of ``st`` may be wrong at the sizes ``values`` (parameter name →
+    int): some loop's range is reversed (negative length) where the enclosing loops run — a symbolic
+    sum over it subtracts (jacobi-2d's ``(N − 2)²`` is 1 at N = 1) — or the nest runs no iteration at
+    all (the trivial floor's element counts take the loops a subscript does not use as running).
+    Walks the vertices of the enclosing loops' domain as :func:`_range_lengths` does, with numbers: a
+    vertex where a range is empty runs nothing inside it."""
+    from meshplan.models.loops.program import sym
+
+    envs: list[dict] = [{sym(k): sp.Integer(v) for k, v in values.items()}]
+    for lp in st.loops:
+        nxt: dict[tuple, dict] = {}
+        for env in envs:
+            lo, hi = lp.lower.xreplace(env), lp.upper.xreplace(env)
+            if not (lo.is_Integer and hi.is_Integer):
+                return True          # a bound that is no integer here: nothing to trust
+            length = (hi - lo) if lp.step > 0 else (lo - hi)
+            if length < 0:
+                return True
+            if length == 0:
+                continue
+            last = lo + lp.step * ((abs(hi - lo) - 1) // abs(lp.step))
+            for b in (lo, last):
+                e = {**env, lp.symbol: b}
+                nxt[tuple(sorted((str(k), int(v)) for k, v in e.items()))] = e
+        if not nxt:
+            return True              # the nest runs nothing
+        envs = list(nxt.values())
+    return False
+
+
+def enumerated(st: Statement, values: dict, limit: int = 100_000) -> int | None:
+    """The iterations of ``st`` at the sizes ``values``, counted one by one (``None`` past ``limit``
+    visited loop points): exact where a closed form is not (:func:`miscounted`)."""
+    from meshplan.models.loops.program import sym
+
+    base = {sym(k): sp.Integer(v) for k, v in values.items()}
+    visited = 0
+
+    def walk(depth: int, env: dict) -> int | None:
+        nonlocal visited
+        if depth == len(st.loops):
+            return 1
+        lp = st.loops[depth]
+        lo, hi = lp.lower.xreplace(env), lp.upper.xreplace(env)
+        if not (lo.is_Integer and hi.is_Integer):
+            return None
+        total = 0
+        for v in range(int(lo), int(hi), lp.step):
+            visited += 1
+            if visited > limit:
+                return None
+            got = walk(depth + 1, {**env, lp.symbol: sp.Integer(v)})
+            if got is None:
+                return None
+            total += got
+        return total
+
+    return walk(0, base)
