@@ -72,12 +72,16 @@ def _solve_linear_domination(problem: SubProblem):
     keys = [k for k in monos if k]
     works = [dict((v, Fraction(cls.count(v))) for v in set(cls)) for _, cls in problem.work]
     pairs = []                       # (s, j) with m_s ≤ n_j
+    reach = []                       # per statement, the access monomials dominating it
     for si, w in enumerate(works):
         wk = tuple(sorted(w.items()))
         cands = [j for j, k in enumerate(keys) if _dominated_key(wk, k, problem.constraints)]
         if not cands:
             return None
         pairs += [(si, j) for j in cands]
+        reach.append(frozenset(cands))
+    if len(works) <= HALL_MAX_STATEMENTS:
+        return _hall(reach, [monos[k] for k in keys])
     nvar = len(pairs) + 1            # b_sj ..., θ
     rows, rhs = [], []
     for j, k in enumerate(keys):     # Σ_s b_sj ≤ c_j   (0/±1 entries: integer rows, as the simplex keeps them)
@@ -90,3 +94,25 @@ def _solve_linear_domination(problem: SubProblem):
     if res is None or res[0] <= 0:
         return None
     return 1 / res[0]
+
+
+#: up to this many statements the LP's optimum is read off its 2^n − 1 Hall conditions (:func:`_hall`)
+HALL_MAX_STATEMENTS = 8
+
+
+def _hall(reach: list[frozenset], c: list[Fraction]) -> Fraction:
+    """``z = 1/θ*`` of :func:`_solve_linear_domination`'s LP without the simplex.  The LP is a flow: each
+    statement sends ``θ`` to the access monomials dominating it (``reach``), monomial ``j`` takes at most
+    ``c_j``; by max-flow/min-cut (Hall's condition) every statement can send ``θ`` iff
+    ``θ·|T| ≤ Σ_{j ∈ N(T)} c_j`` for every set ``T`` of statements (``N(T)`` the monomials they reach),
+    so ``θ* = min_T c(N(T))/|T|`` and ``z = max_T |T|/c(N(T))`` — the LP's optimal value, which is unique,
+    as an exact ``Fraction`` (the same value the simplex returns)."""
+    n = len(reach)
+    best = None
+    for mask in range(1, 1 << n):
+        T = [reach[s] for s in range(n) if mask >> s & 1]
+        cap = sum((c[j] for j in frozenset().union(*T)), Fraction(0))
+        ratio = Fraction(len(T)) / cap
+        if best is None or ratio > best:
+            best = ratio
+    return best

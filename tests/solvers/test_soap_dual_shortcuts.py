@@ -98,3 +98,24 @@ def test_feasible_agrees_with_the_fraction_check(w, mu, rows, c):
     mu = mu[:len(G)]
     for W in (sum(w, F(0)), sum(w, F(0)) + 1):
         assert dual.feasible(w, mu, A, G, c, W) == _feasible_reference(w, mu, A, G, c, W)
+
+
+def test_linear_dominations_hall_value_is_the_lps_optimum():
+    """Linear domination's z read off the Hall conditions (``max_T |T|/c(N(T))``) equals the exact simplex
+    optimum of its LP on random instances (the optimal value is unique, so the bound is unchanged)."""
+    import random
+    from fractions import Fraction
+
+    from meshplan.solvers.soap.domination import _hall
+    from meshplan.solvers.soap.lp import max_le_one
+
+    rng = random.Random(7)
+    for _ in range(300):
+        n, m = rng.randint(1, 5), rng.randint(1, 6)
+        reach = [frozenset(rng.sample(range(m), rng.randint(1, m))) for _ in range(n)]
+        c = [Fraction(rng.randint(1, 6), rng.choice([1, 2, 3])) for _ in range(m)]
+        pairs = [(s, j) for s in range(n) for j in sorted(reach[s])]
+        rows = [[Fraction(int(pj == j)) for _, pj in pairs] + [Fraction(0)] for j in range(m)]
+        rows += [[Fraction(-int(ps == s)) for ps, _ in pairs] + [Fraction(1)] for s in range(n)]
+        res = max_le_one([Fraction(0)] * len(pairs) + [Fraction(1)], rows, c + [Fraction(0)] * n)
+        assert _hall(reach, c) == 1 / res[0]
