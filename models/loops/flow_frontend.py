@@ -109,14 +109,16 @@ class _FlowReader(_Reader):
         self.used_vars = {}
         self.notes: list[str] = []
         self.n_work = self.n_unknown = 0
-        self.itvars = self._iteration_vars(fn)
-        self.data = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        nodes = list(ast.walk(fn))  # one walk of the function, read by the three passes below
+        names = [n for n in nodes if isinstance(n, ast.Name)]
+        self.itvars = self._iteration_vars(nodes)
+        self.data = {n.id for n in names if isinstance(n.ctx, ast.Store)}
         self.data -= self.itvars
         grid = self._grid(fn)
         if grid:
             self.rank_name = grid[0][0]
         elif self.rank_name is None:
-            used = _names(fn)
+            used = {n.id for n in names}
             self.rank_name = next((r for r in RANK_NAMES if r in used and r not in self.itvars), None)
         self.grid_ranks = {r for r, _ in grid} or {self.rank_name}
         body = self.block(fn.body, depth=0, loopvars=())
@@ -156,10 +158,11 @@ class _FlowReader(_Reader):
         return tuple(out)
 
     # -- which names are iteration variables -------------------------------------------------
-    def _iteration_vars(self, fn) -> set[str]:
+    def _iteration_vars(self, nodes) -> set[str]:
+        """``nodes``: every node of the function (``ast.walk``)."""
         assigned: dict[str, set[str]] = {}
         control: set[str] = set()
-        for node in ast.walk(fn):
+        for node in nodes:
             if isinstance(node, (ast.While, ast.If)):
                 control |= _names(node.test)
             elif isinstance(node, ast.For):
@@ -173,7 +176,7 @@ class _FlowReader(_Reader):
                             assigned.setdefault(nm.id, set()).update(_names(node.value))
             elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
                 assigned.setdefault(node.target.id, set()).update(_names(node.value) | {node.target.id})
-        itv = control & set(assigned) - self._data_valued(fn)
+        itv = control & set(assigned) - self._data_valued(nodes)
         changed = True
         while changed:
             changed = False
@@ -185,10 +188,11 @@ class _FlowReader(_Reader):
         return itv
 
     @staticmethod
-    def _data_valued(fn) -> set[str]:
-        """Names assigned from data (calls, array elements, attributes, non-integer constants)."""
+    def _data_valued(nodes) -> set[str]:
+        """Names assigned from data (calls, array elements, attributes, non-integer constants); ``nodes`` as for
+        :meth:`_iteration_vars`."""
         out: set[str] = set()
-        for node in ast.walk(fn):
+        for node in nodes:
             if isinstance(node, (ast.Assign, ast.AugAssign)):
                 tgts = node.targets if isinstance(node, ast.Assign) else [node.target]
                 bad = any(isinstance(x, (ast.Subscript, ast.Attribute)) or (isinstance(x, ast.Constant)
@@ -423,7 +427,35 @@ class _FlowReader(_Reader):
             raise _Outside(f"`{ast.unparse(node)}` is a call")
         if isinstance(node, ast.Constant) and not isinstance(node.value, int):
             raise _Outside(f"constant {node.value!r} is not an integer")
+        if isinstance(node, ast.Call) and len(node.args) >= 2 and not node.keywords:
+            return _min_max(node.func.id, [self.expr(a, env) for a in node.args])
         try:
             return super().expr(node, env, bound=True)
         except ParseError as err:
             raise _Outside(err.bare_message) from None
+
+
+def _linear(e: sp.Expr) -> bool:
+    """``e`` is ``c0 + c1*x1 + …`` with rational ``c`` and integer symbols of :func:`sym` (no sign known)."""
+    for t in (e.args if e.is_Add else (e,)):
+        if t.is_Mul and len(t.args) == 2 and t.args[0].is_Rational:
+            t = t.args[1]
+        if not (t.is_Rational or (t.is_Symbol and sym(t.name) is t)):
+            return False
+    return True
+
+
+def _min_max(which: str, args: list[sp.Expr]) -> sp.Expr:
+    """``min(…)``/``max(…)`` as sympy's ``Min``/``Max``, the same expression sympy evaluates, built without
+    its search for redundant arguments where none can be found: affine arguments, no two of which differ by a
+    constant, over integer symbols whose signs are unknown (no difference has a sign sympy can decide); other
+    arguments go through sympy's evaluation."""
+    cls = sp.Min if which == "min" else sp.Max
+    if len(set(args)) == len(args) and all(_linear(a) for a in args):
+        parts = []
+        for a in args:
+            c, rest = a.as_coeff_Add()
+            parts.append(rest)
+        if len(set(parts)) == len(parts):
+            return cls(*args, evaluate=False)
+    return cls(*args)
