@@ -90,7 +90,15 @@ def rank_max(e: sp.Expr, rank: sp.Symbol, p: sp.Symbol) -> tuple[sp.Expr, bool]:
     return out, exact
 
 
+def _as_procs(e: sp.Expr, p: sp.Symbol) -> sp.Expr:
+    """``e`` with every other symbol named like the process count ``p`` replaced by ``p``: Barvinok's counts
+    hold their parameters as non-negative integers, a different sympy symbol from the positive ``p``."""
+    rep = {s: p for s in e.free_symbols if s.is_Symbol and s.name == p.name and s != p}
+    return e.xreplace(rep) if rep else e
+
+
 def work(N: sp.Expr, p: sp.Symbol) -> sp.Expr:
+    N = _as_procs(N, p)
     return tidy(prune_pieces(N.xreplace({p: sp.Integer(1)})))
 
 
@@ -153,6 +161,7 @@ def _leading_sign(gap: sp.Expr, p: sp.Symbol) -> sp.Expr | None:
 
 
 def depth(N: sp.Expr, p: sp.Symbol) -> sp.Expr:
+    N = _as_procs(N, p)
     if p not in N.free_symbols:
         return tidy(N)
     try:
@@ -163,6 +172,7 @@ def depth(N: sp.Expr, p: sp.Symbol) -> sp.Expr:
 
 def efficiency(W: sp.Expr, N: sp.Expr, p: sp.Symbol) -> sp.Expr:
     """``E_p = W / (p N)``: cancelled when both are polynomials, otherwise as it stands (cheap)."""
+    N = _as_procs(N, p)
     if sp.expand(W - N) == 0:
         return 1 / p
     E = W / (p * N)
@@ -172,6 +182,7 @@ def efficiency(W: sp.Expr, N: sp.Expr, p: sp.Symbol) -> sp.Expr:
 
 
 def available_parallelism(W: sp.Expr, D: sp.Expr, N: sp.Expr, p: sp.Symbol) -> sp.Expr:
+    N = _as_procs(N, p)
     if p not in N.free_symbols:
         return sp.Integer(1)
     if D.is_finite and D != 0:
