@@ -13,7 +13,20 @@ from scipy.linalg import blas, lapack
 from meshplan.models.factorization.problem import FactorGrid
 
 __all__ = ["Layout", "Pending", "post", "exchange", "reduce_column", "gepp", "solve_upper_right",
-           "solve_unit_lower_right", "solve_lower_transposed_right", "chol_block"]
+           "solve_unit_lower_right", "solve_lower_transposed_right", "chol_block", "copy_tiles"]
+
+
+def copy_tiles(dst: np.ndarray, src: np.ndarray, block: int = 64) -> None:
+    """``dst[...] = src`` (cast as ``np.copyto(..., casting="unsafe")``) through ``block`` x ``block`` tiles when
+    the two memory orders differ: numpy's whole-array copy from row- into column-major strides through one of
+    the two arrays and runs 4-5x slower than a copy whose tiles both fit in cache."""
+    if dst.ndim != 2 or dst.flags.c_contiguous == src.flags.c_contiguous:
+        np.copyto(dst, src, casting="unsafe")
+        return
+    m, n = dst.shape
+    for i in range(0, m, block):
+        for j in range(0, n, block):
+            np.copyto(dst[i:i + block, j:j + block], src[i:i + block, j:j + block], casting="unsafe")
 
 
 @dataclass

@@ -37,7 +37,7 @@ from typing import Any, NoReturn
 import numpy as np
 from mpi4py import MPI
 
-from meshplan.exec.factorization.common import Layout
+from meshplan.exec.factorization.common import Layout, copy_tiles
 from meshplan.exec.factorization.confchox import confchox
 from meshplan.exec.factorization.conflux import conflux_lu
 from meshplan.exec.factorization.solve import cholesky_solve, lu_solve
@@ -268,7 +268,7 @@ class FactorExecutor(Executor):
             self._work = np.empty(self.local_shape, self.dtype, order="F" if self.kind == "cholesky" else "C")
         tile = self._work
         if first and A is not None:
-            np.copyto(tile, A, casting="unsafe")
+            copy_tiles(tile, A)  # a row-major A_loc into Cholesky's column-major tile: cache-sized tiles
         else:
             tile.fill(0)
         return tile
