@@ -63,6 +63,8 @@ def parse_flow_source(text: str, *, source: str | None = None, function: str | N
 
 def _markers(text: str) -> dict[int, str]:
     out: dict[int, str] = {}
+    if "count:" not in text:  # no marker can be there: skip the tokenizer
+        return out
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.type == tokenize.COMMENT:
@@ -91,6 +93,16 @@ def _early_exit(body) -> str | None:
             continue
         todo.extend(ast.iter_child_nodes(nd))
     return None
+
+
+class _Head:
+    """A loop's head as the notes print it, ``ast.unparse``d only when a note is written."""
+
+    def __init__(self, form: str, *nodes) -> None:
+        self.form, self.nodes = form, nodes
+
+    def __str__(self) -> str:
+        return self.form.format(*(ast.unparse(n) for n in self.nodes))
 
 
 class _Outside(Exception):
@@ -275,19 +287,19 @@ class _FlowReader(_Reader):
 
     def _opaque(self, node, construct: str, why: str, body_nodes, depth, loopvars, extra=(), cond=None) -> Opaque:
         self.n_unknown += 1
-        u = f"u{self.n_unknown}"
+        u, construct = f"u{self.n_unknown}", str(construct)
         self.notes.append(f"line {node.lineno}: {construct} is outside the affine class ({why}); "
                           f"counted as {u} iterations (section 2.5.1; give bounds with --bounds {u}=LO..HI)")
         try:
             body = self.block(body_nodes, depth + 1, loopvars)
         except _Outside:
             body = ()
-        assigned = {n.id for st in ast.walk(ast.Module(body=list(body_nodes), type_ignores=[]))
-                    for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        assigned = {n.id for n in ast.walk(ast.Module(body=list(body_nodes), type_ignores=[]))
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         return Opaque(u, body, node.lineno, construct, tuple(sorted((assigned | set(extra)) & self.itvars)), cond)
 
     def for_loop(self, node: ast.For, depth, loopvars) -> list:
-        head = f"`for {ast.unparse(node.target)} in {ast.unparse(node.iter)}`"
+        head = _Head("`for {} in {}`", node.target, node.iter)
         it = node.iter
         var = node.target.id if isinstance(node.target, ast.Name) else None
         if node.orelse:
@@ -324,7 +336,7 @@ class _FlowReader(_Reader):
                 Loop((guard,), body, node.lineno, "for", var, par)]
 
     def while_loop(self, node: ast.While, depth, loopvars) -> Loop | Opaque:
-        head = f"`while {ast.unparse(node.test)}`"
+        head = _Head("`while {}`", node.test)
         if node.orelse:
             raise self.err(node, "`while ... else` is not supported")
         exit_ = _early_exit(node.body)

@@ -94,14 +94,18 @@ def _parse_python(text: str, source: str | None) -> ast.Module:
                          source=source) from None
     finally:
         sys.setrecursionlimit(old)
-    depth, node = 0, None
-    stack = [(tree, 0)]
-    while stack:
-        n, d = stack.pop()
-        if d > depth:
-            depth, node = d, n
-        stack.extend((c, d + 1) for c in ast.iter_child_nodes(n))
+    depth, level = 0, [tree]  # the tree's depth, level by level (no recursion, no pair per node)
+    while True:
+        level = [c for n in level for c in ast.iter_child_nodes(n)]
+        if not level:
+            break
+        depth += 1
     if depth > most:
+        node, stack = None, [(tree, 0)]  # the first deepest node, for the message
+        while stack and node is None:
+            n, d = stack.pop()
+            node = n if d == depth else None
+            stack.extend((c, d + 1) for c in ast.iter_child_nodes(n))
         where = getattr(node, "lineno", None)
         check_limit("nesting", depth, f"{source or 'the program'}" + (f" (line {where})" if where else ""))
     if depth > 250:  # a raised limit: the recursive readers need the room (3 frames per level)
