@@ -17,14 +17,14 @@ POOL = [sp.Integer(0), sp.Integer(3), sp.Integer(-2), n, m, i, 2 * m, n - m, m -
 def test_min_max_is_the_expression_sympy_evaluates():
     rnd = random.Random(7)
     fast = 0
-    for _ in range(400):
+    for _ in range(150):
         args = [rnd.choice(POOL) for _ in range(rnd.randint(2, 4))]
         for which, cls in (("min", sp.Min), ("max", sp.Max)):
             got, want = _min_max(which, list(args)), cls(*args)
             assert sp.srepr(got) == sp.srepr(want), (which, args)
             assert got == want and hash(got) == hash(want)
             fast += isinstance(got, cls) and got is not want
-    assert fast > 100  # the shortcut is taken, not only sympy's evaluation
+    assert fast > 40  # the shortcut is taken, not only sympy's evaluation
 
 
 def test_min_max_bounds_in_a_parsed_nest():
