@@ -27,13 +27,12 @@ expression reader) with the control flow that iteration counting needs::
 from __future__ import annotations
 
 import ast
-import io
-import tokenize
 
 import sympy as sp
 
 from meshplan.models.core.errors import ParseError
 from meshplan.models.loops.control import Assign, Branch, Flow, Loop, Opaque, Work
+from meshplan.models.loops.flow_parts import _early_exit, _markers, _min_max, _names
 from meshplan.models.loops.frontend import _Reader, functions
 from meshplan.models.loops.program import sym
 
@@ -59,40 +58,6 @@ def parse_flow_source(text: str, *, source: str | None = None, function: str | N
     markers = _markers(text)
     return [_FlowReader(source, markers, procs, rank).flow(f)
             for f in functions(text, source=source, function=function, whole_module=True)]
-
-
-def _markers(text: str) -> dict[int, str]:
-    out: dict[int, str] = {}
-    if "count:" not in text:  # no marker can be there: skip the tokenizer
-        return out
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type == tokenize.COMMENT:
-                body = tok.string.lstrip("#").strip()
-                if body.startswith("count:"):
-                    name = body[len("count:"):].strip()
-                    if name.isidentifier():
-                        out[tok.start[0]] = name
-    except (tokenize.TokenError, IndentationError):
-        pass  # ast.parse reports the syntax error
-    return out
-
-
-def _names(node) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} if node is not None else set()
-
-
-def _early_exit(body) -> str | None:
-    """``break``/``continue``/``return`` that leaves this loop (not one of its nested loops)."""
-    todo = list(body)
-    while todo:
-        nd = todo.pop()
-        if isinstance(nd, (ast.Break, ast.Continue, ast.Return)):
-            return type(nd).__name__.lower()
-        if isinstance(nd, (ast.For, ast.While, ast.FunctionDef, ast.Lambda)):
-            continue
-        todo.extend(ast.iter_child_nodes(nd))
-    return None
 
 
 class _Head:
@@ -445,29 +410,3 @@ class _FlowReader(_Reader):
             return super().expr(node, env, bound=True)
         except ParseError as err:
             raise _Outside(err.bare_message) from None
-
-
-def _linear(e: sp.Expr) -> bool:
-    """``e`` is ``c0 + c1*x1 + …`` with rational ``c`` and integer symbols of :func:`sym` (no sign known)."""
-    for t in (e.args if e.is_Add else (e,)):
-        if t.is_Mul and len(t.args) == 2 and t.args[0].is_Rational:
-            t = t.args[1]
-        if not (t.is_Rational or (t.is_Symbol and sym(t.name) is t)):
-            return False
-    return True
-
-
-def _min_max(which: str, args: list[sp.Expr]) -> sp.Expr:
-    """``min(…)``/``max(…)`` as sympy's ``Min``/``Max``, the same expression sympy evaluates, built without
-    its search for redundant arguments where none can be found: affine arguments, no two of which differ by a
-    constant, over integer symbols whose signs are unknown (no difference has a sign sympy can decide); other
-    arguments go through sympy's evaluation."""
-    cls = sp.Min if which == "min" else sp.Max
-    if len(set(args)) == len(args) and all(_linear(a) for a in args):
-        parts = []
-        for a in args:
-            c, rest = a.as_coeff_Add()
-            parts.append(rest)
-        if len(set(parts)) == len(parts):
-            return cls(*args, evaluate=False)
-    return cls(*args)
