@@ -20,8 +20,8 @@ Pieces (``ex.shape(name)`` is this rank's shape; ``G[ex.indices(name)]`` is the 
   and C (m×n) in ``mb×nb`` blocks over a row-major ``pr×pc`` process grid (ranks ``0 … pr·pc−1`` of the
   communicator; the others hold (0, 0) pieces), source process (0, 0).  Local arrays have ScaLAPACK's
   numroc sizes; C comes back Fortran-ordered.  One Alltoallv moves A and one B into the blocked pieces,
-  the schedule runs, one moves C back (index maps built once, at bind); ``pdgemm`` on the same pieces gives
-  the same C.
+  the schedule runs, one moves C back, each packed and unpacked by slice copies of rectangles planned once,
+  at bind (:mod:`meshplan.exec.matmul.layout`); ``pdgemm`` on the same pieces gives the same C.
 
 The schedule (sections 3.6.3, 3.7.2, 3.7.3): in each of ``rounds`` slabs of K_l an Allgatherv of the A
 pieces along the j-fiber and of the (transposed) B pieces along the i-fiber, a local gemm into the C
@@ -45,11 +45,11 @@ import numpy as np
 from mpi4py import MPI
 
 from meshplan.exec.runtime.comms import buffer_bytes
+from meshplan.exec.matmul.layout import Conversion, blocked_regions
 from meshplan.exec.runtime.executor import Executor, gather_pieces, scatter_pieces
 from meshplan.models.core.dtypes import as_dtype
 from meshplan.models.core.errors import ModelError, quote
-from meshplan.models.matmul.layouts import (block_cyclic_owner, blocked_owner, check_block, check_layout,
-                                            cyclic_indices, scalapack_block)
+from meshplan.models.matmul.layouts import check_block, check_layout, cyclic_indices, scalapack_block
 from meshplan.models.matmul.problem import rank_blocks, split
 
 __all__ = ["MatmulExecutor"]
@@ -71,36 +71,6 @@ def _check_grid(grid: Any, p: int) -> tuple[int, int]:
         raise ModelError(f"grid must be (pr, pc), a process grid of at most p={p} ranks, got {quote(grid)}",
                          param="grid")
     return int(pr), int(pc)
-
-
-class _Exchange:
-    """One Alltoallv that moves a matrix's elements from one layout to another.  Each side is this rank's
-    local array described by the global row and column of its elements in memory order; within each pair of
-    ranks the elements travel in the order ``key(i, j)`` of their global row and column: the target's memory
-    order (row-major for a blocked piece, column-major for a Fortran-ordered block-cyclic one), so that the
-    receiver writes its array front to back and only the sender reads with strides (a strided gather costs
-    less than a strided scatter).  Built once; :meth:`run` reuses its buffers."""
-
-    def __init__(self, me: int, p: int, src: tuple, dst: tuple, key, dtype) -> None:
-        (si, sj, src_owner), (di, dj, dst_owner) = src, dst
-        to = dst_owner(si, sj)
-        self.send_pos = np.lexsort((key(si, sj), to))
-        self.send_counts = np.bincount(to, minlength=p).tolist()
-        frm = src_owner(di, dj)
-        self.recv_pos = np.lexsort((key(di, dj), frm))
-        self.recv_counts = np.bincount(frm, minlength=p).tolist()
-        self.own = self.recv_counts[me]
-        self.send = np.empty(len(self.send_pos), dtype=dtype)
-        self.recv = np.empty(len(self.recv_pos), dtype=dtype)
-
-    def run(self, ex: "MatmulExecutor", key: str, source: np.ndarray, target: np.ndarray) -> None:
-        """``source`` and ``target`` are flat views in the memory order of the sides' descriptions."""
-        np.take(source, self.send_pos, out=self.send)
-        _, r0 = ex.counter.snapshot()
-        ex.counted.Alltoallv([self.send, self.send_counts], [self.recv, self.recv_counts])
-        _, r1 = ex.counter.snapshot()
-        ex.words[key] = ex.words.get(key, 0) + (r1 - r0) // ex.dtype.itemsize - self.own
-        target[self.recv_pos] = self.recv
 
 
 class MatmulExecutor(Executor):
@@ -194,7 +164,7 @@ class MatmulExecutor(Executor):
         return {"A": (_len(bl.a_rows), _len(bl.ks)), "B": (_len(bl.ks), _len(bl.b_cols)),
                 "C": (_len(bl.c_elems),)}[which]
 
-    # -- bind: fibers, buffers, index maps ----------------------------------------------------------
+    # -- bind: fibers, buffers, conversions ----------------------------------------------------------
 
     def _setup_schedule(self) -> None:
         g, p, r = self.schedule.grid, self.size, self.rank
@@ -224,26 +194,28 @@ class MatmulExecutor(Executor):
         self._c_counts = [_len(q) for q in bl.c_elem_parts]
 
     def _setup_conversions(self) -> None:
-        prob, g, me, p = self.problem, self.schedule.grid, self.rank, self.size
-        blk, (pr, pc) = self.block, self.grid
+        """The three conversions (:mod:`meshplan.exec.matmul.layout`) and the blocked pieces they fill: A's
+        and C's row-major, B's column-major (its slabs go to gemm as they are and travel transposed with
+        contiguous rows, and its conversion from the Fortran-ordered block-cyclic piece copies no transpose)."""
+        prob, g, me, p, dt = self.problem, self.schedule.grid, self.rank, self.size, self.dtype
 
-        def cyclic(which):  # this rank's block-cyclic array, elements in Fortran order
-            rows, cols = self._cyclic(which, me)
-            gi, gj = np.meshgrid(rows, cols, indexing="ij")
-            return gi.ravel(order="F"), gj.ravel(order="F"), lambda i, j: block_cyclic_owner(i, j, blk, pr, pc)
+        def regions(which):
+            def of(r):
+                if r >= g.used:
+                    return []
+                bl = rank_blocks(prob, g, r)
+                return {"A": lambda: blocked_regions(bl.a_rows, bl.ks), "B": lambda: blocked_regions(bl.ks, bl.b_cols),
+                        "C": lambda: blocked_regions(bl.rows, bl.cols, bl.c_elems)}[which]()
+            return of
 
-        def blocked(which):  # this rank's blocked piece, elements in C order
-            gi, gj = np.broadcast_arrays(*self._blocked_indices(which, me))
-            return np.ravel(gi), np.ravel(gj), lambda i, j: blocked_owner(prob, g, which, i, j)
-
-        dt = self.dtype
-        # the order within a pair: the target's memory order (a rank's cyclic rows and columns ascend)
-        self._xa = _Exchange(me, p, cyclic("A"), blocked("A"), lambda i, j: i * prob.k + j, dt)
-        self._xb = _Exchange(me, p, cyclic("B"), blocked("B"), lambda i, j: i * prob.n + j, dt)
-        self._xc = _Exchange(me, p, blocked("C"), cyclic("C"), lambda i, j: j * prob.m + i, dt)
         self._a_blk = np.empty(self._blocked_shape("A", me), dtype=dt)
-        self._b_blk = np.empty(self._blocked_shape("B", me), dtype=dt)
+        self._b_blk = np.empty(self._blocked_shape("B", me), dtype=dt, order="F")
         self._c_blk = np.empty(self._blocked_shape("C", me), dtype=dt)
+        conv = lambda w, blk, order, into: Conversion(me, p, self.global_shape(w), self.block, self.grid,  # noqa: E731
+                                                      regions(w), blk, order, to_blocked=into)
+        self._xa = conv("A", self._a_blk, "C", True)
+        self._xb = conv("B", self._b_blk, "F", True)
+        self._xc = conv("C", self._c_blk, "C", False)
         self.words.update(a_in=0, b_in=0, c_out=0)
 
     # -- a call ---------------------------------------------------------------------------------------
@@ -265,14 +237,13 @@ class MatmulExecutor(Executor):
             if out is not None and c is not out:
                 out[...] = c
             return out if out is not None else c
-        flat = lambda x: x.reshape(-1, order="F")  # noqa: E731 - a view of a Fortran-ordered array
-        self._xa.run(self, "a_in", flat(np.asfortranarray(a)), self._a_blk.reshape(-1))
-        self._xb.run(self, "b_in", flat(np.asfortranarray(b)), self._b_blk.reshape(-1))
+        self._xa.run(self, "a_in", a)
+        self._xb.run(self, "b_in", b)
         if self._active:
             self._multiply(self._a_blk, self._b_blk, self._c_blk)
         res = out if out is not None and out.dtype == self.dtype and out.flags.f_contiguous \
             else np.empty(self.shape("C"), dtype=self.dtype, order="F")
-        self._xc.run(self, "c_out", self._c_blk, flat(res))
+        self._xc.run(self, "c_out", res)
         if out is not None and res is not out:
             out[...] = res
             return out
