@@ -243,6 +243,7 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
     constant = {st.name for st in stmts if not st.inputs}
     input_free: set[str] = set()   # writers on no path from an input: their work is left out below
     done: set[int] = set()
+    own_chain: list[bool] = []     # per Corollary 5.1 term: no other statement reads its values (section 4.4.2)
     for n, o in enumerate(outs):
         if n in done:
             continue
@@ -273,6 +274,9 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
         if not vclasses and not {g.stmt for g in group if g.role == "out"} <= fixed:
             input_free |= fixed   # (a chain with no input at all has no term bounding it: excluded later)
         terms.append(Term(o.array, "inout", dims, t, vclasses, tv, label=access_text(o.access)))
+        writers = {outs[m].stmt for m in members}
+        own_chain.append(not any(c.stmt not in writers for c in group))
+    terms = merge_writers(terms, own_chain, notes)
     # 3) other reads
     inputs: dict[str, list[Component]] = {}
     internal: dict[str, list[Component]] = {}
@@ -382,3 +386,38 @@ def _undominated(parts: list) -> list:
             continue
         out.append(a)
     return out
+
+
+
+def merge_writers(terms: list[Term], own_chain: list[bool], notes: list[str]) -> list[Term]:
+    """One array's Corollary 5.1 terms of several writers' own update chains as one bounded-overlap union.
+
+    ``terms`` start with the Corollary 5.1 terms, ``own_chain[n]`` telling whether term ``n``'s group holds
+    only its writers' own accesses.  Each such term whose size is its box (no halo, one older version per
+    element) counts the elements whose chain enters the tile from outside: one dominator vertex per
+    element.  Two writers of one array (symm's ``C[k, j] += …`` along ``i`` and ``C[i, j] = β·C[i, j] + …``)
+    write boxes that coincide when a tile's rows do, and an element's chain then enters once: the sum of
+    the two terms over-counts the dominator, which shrinks the feasible set of problem (5.8) and so
+    over-states the bound.  Their union has at least as many elements as its largest part (section
+    5.5.3).  A term whose values another statement reads as an operand (LU's ``A[i, k]``, the column
+    the trailing update reads) keeps its own term: the thesis bounds that access by the producer's
+    intensity (section 4.4.2, Lemma 4.8, Corollary 4.1), as in its LU and Cholesky derivations (4.6.1,
+    4.6.2).
+    """
+    by: dict[str, list[int]] = {}
+    for n, t in enumerate(terms[:len(own_chain)]):
+        if own_chain[n] and not any(t.t) and t.t_version == 1:
+            by.setdefault(t.array, []).append(n)
+    drop: set[int] = set()
+    out = list(terms)
+    for arr, ns in by.items():
+        if len(ns) < 2:
+            continue
+        parts = _undominated([terms[n].dims for n in ns])
+        label = " ∪ ".join(terms[n].label for n in ns)
+        out[ns[0]] = (Term(arr, "union", (), (), parts=tuple(parts), label=label) if len(parts) > 1 else
+                      Term(arr, "inout", parts[0], (0,) * len(parts[0]), (), 1, label=label))
+        drop |= set(ns[1:])
+        notes.append(f"{arr}: written by several statements as {label}: one older version per element, "
+                     "|∪| ≥ its largest part (section 5.5.3)")
+    return [t for n, t in enumerate(out) if n not in drop]

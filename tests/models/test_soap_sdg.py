@@ -189,3 +189,38 @@ def test_examples_5_2_and_5_3_domain_and_access_set_of_one_iteration():
     reads_a = set().union(*[elements(c, st_, [(2, 2)], {"N": 8, "T": 4}) for c in comps
                             if c.array == "A" and c.role != "out"])
     assert reads_a == {(1, 2), (2, 2), (3, 2)} and touched[("read", "B")] == {(2,)}
+
+
+def _symm_chain_entries(I, K, J, M):
+    """Older versions of ``C`` a symm tile needs from outside: along each element's chain (S4 at ``i = x``,
+    then S1 at ``i = x+1 … M−1``), one per maximal run of instances inside the tile, counted by hand."""
+    need = 0
+    for x in range(M):
+        for j in J:
+            chain = [x in I] + [i in I and x in K for i in range(x + 1, M)]
+            need += sum(1 for n, inside in enumerate(chain) if inside and (n == 0 or not chain[n - 1]))
+    return need
+
+
+def test_two_writers_of_one_array_count_each_element_once():
+    """symm writes C by ``C[k, j] += …`` (version loop i) and ``C[i, j] = β·C[i, j] + …``: one bounded-overlap
+    union, not two Corollary 5.1 terms, since a tile whose i and k rows coincide enters each element's
+    chain once (the sum over-counted the dominator); LU's column, read by the update as an operand,
+    keeps its own term (section 4.4.2)."""
+    p, g = _single("symm")
+    prob = subgraph_problem(g, ("C",))
+    (c,) = [t for t in prob.terms if t.array == "C"]
+    assert c.kind == "union" and sorted(c.parts) == [(("i",), ("j",)), (("k",), ("j",))]
+    assert any("several statements" in n for n in prob.notes)
+    M = 7
+    for lo_i, hi_i, lo_k, hi_k in [(0, 7, 0, 7), (2, 6, 2, 6), (4, 7, 0, 3), (1, 5, 0, 4), (3, 4, 0, 3)]:
+        I, K, J = range(lo_i, hi_i), range(lo_k, hi_k), range(2)
+        real = _symm_chain_entries(set(I), set(K), J, M)
+        size = c.size({"i": len(I), "k": len(K), "j": len(J)})
+        assert size <= real
+        if lo_i == lo_k and hi_i == hi_k:
+            assert 2 * len(I) * len(J) > real    # the two terms' sum exceeds the dominator
+    (q,) = parse_file(str(EX / "lu.py"))
+    lu = subgraph_problem(build_sdg(q), ("A",))
+    assert sorted(t.dims for t in lu.terms if t.array == "A" and t.kind == "inout") == \
+        [(("i_2",), ("j",)), (("i_2",), ("k",))]
