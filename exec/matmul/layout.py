@@ -99,6 +99,8 @@ def _view(mat: np.ndarray, rp: tuple, cp: tuple) -> np.ndarray:
     """The 4-D view ``(row runs, row length, column runs, column length)`` of a 2-D array: ``rp`` and ``cp``
     are ``(start, count, length, stride)`` along its rows and its columns (:func:`cyclic_pieces`)."""
     (r, nr, lr, sr), (c, nc, lc, sc) = rp, cp
+    if r + (nr - 1) * sr + lr > mat.shape[0] or c + (nc - 1) * sc + lc > mat.shape[1]:  # as_strided checks nothing
+        raise ValueError(f"pieces {rp}, {cp} reach outside a {mat.shape} array")
     s0, s1 = mat.strides
     return as_strided(mat[r:, c:], shape=(nr, lr, nc, lc), strides=(sr * s0, s0, sc * s1, s1))
 

@@ -7,7 +7,9 @@ non-dividing sizes, several rounds, double-buffered rounds and idle ranks in the
 dtype); 100 calls of one executor (same result, no MPI handle made, flat memory); executors on the two halves
 of a split COMM_WORLD at once and on a CountingComm; the scalapack layout against ScaLAPACK's own pdgemm on
 the same pieces (square and non-square blocks, a process grid smaller than the communicator, on the world and
-on a sub-communicator; skipped when ScaLAPACK is absent); bad input (one clear ModelError, on every rank).
+on a sub-communicator; skipped when ScaLAPACK is absent); the scalapack layout's conversions (rectangle copies)
+against the global numpy arrays and the two layouts' element owners; bad input (one clear ModelError, on every
+rank).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 if TYPE_CHECKING:  # the rank side imports MPI; pytest's process does not need to
     from meshplan.exec.runtime.rank import RankContext
 
-CHECKS = ("blocked", "out", "reuse", "subcomm", "scalapack", "bad_input", "examples")
+CHECKS = ("blocked", "out", "reuse", "subcomm", "scalapack", "conversions", "bad_input", "examples")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "mpi"
 
 
@@ -231,6 +233,53 @@ def check_scalapack(ctx: RankContext) -> dict:
     return {"ran": ran}
 
 
+def check_conversions(ctx: RankContext) -> dict:
+    """The scalapack layout's three conversions on non-dividing sizes, odd and non-square blocks, process grids
+    smaller than the communicator (idle block-cyclic ranks), idle blocked ranks and C pieces that cut rows
+    (pk > 1): the blocked pieces equal ``G[indices]`` of the blocked layout element for element, C converted
+    back equals ``C[ex.indices("C")]`` exactly, inputs and ``out`` in either memory order, and the elements each
+    rank sends to and receives from every rank are those the two layouts' owners give."""
+    from meshplan.exec.matmul.executor import MatmulExecutor
+    from meshplan.models.matmul.layouts import block_cyclic_owner, blocked_owner
+    from meshplan.models.matmul.problem import Grid, MatmulProblem
+    from meshplan.solvers.matmul.plan import fixed_schedule
+
+    comm, p, me = ctx.world, ctx.size, ctx.rank
+    cases = (((37, 29, 41), (1, 1), (1, p), (1, p, 1)),            # 1×1 blocks: the most pieces
+             ((37, 29, 41), (5, 2), (2, p // 2), (2, 1, p // 2)),
+             ((50, 7, 33), (7, 7), (p, 1), (1, 1, p)),             # C pieces are row-major element ranges
+             ((23, 31, 19), (2, 9), (1, max(1, p - 1)), (1, max(1, p - 1), 1)),  # an idle rank on both sides
+             ((33, 40, 35), (4, 3), (1, 1), (p, 1, 1)),            # one block-cyclic rank holds everything
+             ((64, 64, 64), (64, 64), (2, p // 2), (1, 2, p // 2)))  # one tile per matrix
+    ran = []
+    for (m, n, k), block, grid, blocked_grid in cases:
+        A, B = _globals(m, n, k, seed=m)
+        C = A @ B
+        sched = fixed_schedule(MatmulProblem(m, n, k, p), Grid(*blocked_grid), 2, double_buffered=True)
+        with MatmulExecutor(comm, sched, layout="scalapack", block=block, grid=grid) as ex, \
+                MatmulExecutor(comm, sched) as bl:
+            a, b = np.asfortranarray(A[ex.indices("A")]), np.ascontiguousarray(B[ex.indices("B")])
+            got = ex(a, b)
+            assert np.abs(got - C[ex.indices("C")]).max(initial=0.0) <= 1e-12 * np.abs(C).max(), (m, block, grid)
+            assert np.array_equal(ex._a_blk, A[bl.indices("A")]) and np.array_equal(ex._b_blk, B[bl.indices("B")])
+            ex._c_blk[...] = C[bl.indices("C")]
+            for order in "FC":
+                out = np.full(ex.shape("C"), np.nan, order=order)
+                ex._xc.run(ex, "c_out", out)
+                assert np.array_equal(out, C[ex.indices("C")]), (m, block, grid, order)
+            for w, conv in (("A", ex._xa), ("B", ex._xb), ("C", ex._xc)):
+                cyc = np.broadcast_arrays(*ex.indices(w))
+                blk = np.broadcast_arrays(*bl.indices(w))
+                to_blocked = blocked_owner(ex.problem, sched.grid, w, *cyc).ravel()
+                to_cyclic = block_cyclic_owner(*blk, ex.block, *ex.grid).ravel()
+                sent, received = (to_blocked, to_cyclic) if w != "C" else (to_cyclic, to_blocked)
+                assert conv.send_counts == np.bincount(sent, minlength=p).tolist(), (w, m, block, grid)
+                assert conv.recv_counts == np.bincount(received, minlength=p).tolist(), (w, m, block, grid)
+            ran.append({"block": list(ex.block), "grid": list(ex.grid), "blocked_grid": list(blocked_grid),
+                        "c_copies": len(ex._xc.blocked_pairs)})
+    return {"ran": ran}
+
+
 def _raises(fn, *needles):
     from meshplan.models.core.errors import ModelError
 
@@ -352,6 +401,11 @@ def test_scalapack_layout_equals_pdgemm_on_the_same_pieces(results):
         pytest.skip(f"ScaLAPACK not installed: {got['skipped']}")
     assert len(got["ran"]) == 4 and all(x["rel_diff"] <= 1e-12 for x in got["ran"])
     assert any(x["block"][0] != x["block"][1] for x in got["ran"])
+
+
+def test_scalapack_conversions_match_numpy_and_the_owners(results):
+    got = results["conversions"]["ran"]
+    assert len(got) == 6 and any(x["block"][0] != x["block"][1] for x in got)
 
 
 def test_examples_verify_on_the_world_and_on_sub_communicators(results):
