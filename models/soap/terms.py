@@ -53,6 +53,11 @@ class Term:
     t_version: int = 0
     parts: tuple[tuple[tuple[str, ...], ...], ...] = ()
     label: str = ""
+    #: groups of ``parts`` (indices) that are separate arrays among themselves (the triangular pair of
+    #: section 4.6.2, the lower-order overlap of 5.5.1): the union holds at least each group's sum.  The
+    #: size (and the max cases) keep the max of single parts; :mod:`meshplan.solvers.soap.chi` uses the
+    #: sums where the parts fall into statements that share no tile variable.
+    sums: tuple[tuple[int, ...], ...] = ()
 
     def size(self, D: dict[str, sp.Expr]) -> sp.Expr:
         """The access-set lower bound as an expression of the tile sizes ``D``."""
@@ -79,7 +84,8 @@ class Term:
         def box(dims):
             return "×".join("+".join(d) if d else "1" for d in dims) or "1"
         if self.kind == "union":
-            return f"{self.array}: overlap of " + ", ".join(box(p) for p in self.parts)
+            groups = self.sums or tuple((n,) for n in range(len(self.parts)))
+            return f"{self.array}: overlap of " + ", ".join(" + ".join(box(self.parts[n]) for n in g) for g in groups)
         v = f", version ({'·'.join(self.version) or '1'}) t={self.t_version}" if self.kind == "inout" else ""
         return f"{self.array}: {self.kind} {box(self.dims)} t={list(self.t)}{v}"
 
@@ -167,6 +173,7 @@ def input_terms(arr, cs, classes_of, uf, prog: Program, sample_size: int, notes:
             s |= _touched(c, prog.statement(c.stmt), tuple(params.items()))
         sets.append(s)
     guf = UnionFind(range(len(groups)))
+    apart: set[tuple[int, int]] = set()     # pairs counted as two arrays
     for a, b in itertools.combinations(range(len(groups)), 2):
         ga, gb = groups[a][0], groups[b][0]
         if len(ga.version) != len(gb.version) or not (sets[a] & sets[b]):
@@ -175,10 +182,12 @@ def input_terms(arr, cs, classes_of, uf, prog: Program, sample_size: int, notes:
         if lower is not None:
             notes.append(f"{ga.stmt}: {access_text(ga.access)} and {access_text(gb.access)} overlap only on the lower-order set "
                          f"{lower}: counted as two disjoint arrays (section 5.5.1, as for LU)")
+            apart.add((a, b))
             continue
         if _triangular(ga, gb, prog):
             notes.append(f"{ga.stmt}: {access_text(ga.access)} and {access_text(gb.access)} overlap only on the diagonal of a "
                          "triangular domain: counted as two arrays (section 4.6.2)")
+            apart.add((a, b))
             continue
         guf.union(a, b)
     merged: dict[int, list[int]] = {}
@@ -196,10 +205,25 @@ def input_terms(arr, cs, classes_of, uf, prog: Program, sample_size: int, notes:
         else:
             parts = tuple(box(groups[k], classes_of(groups[k][0]), vers(groups[k][0]))[0] for k in ks)
             terms.append(Term(arr, "union", (), (), parts=parts,
-                              label=" ∪ ".join(access_text(groups[k][0].access) for k in ks)))
+                              label=" ∪ ".join(access_text(groups[k][0].access) for k in ks),
+                              sums=_sum_groups(ks, apart)))
             notes.append(f"{arr}: overlapping accesses {', '.join(access_text(groups[k][0].access) for k in ks)}: "
                          "bounded overlap, |∪| ≥ its largest part (section 5.5.3)")
     return terms
+
+
+def _sum_groups(ks: list[int], apart: set[tuple[int, int]]) -> tuple[tuple[int, ...], ...]:
+    """A partition of the union's parts (positions in ``ks``) into groups that are pairwise separate
+    arrays (greedy, in order); ``()`` when every group is a single part."""
+    out: list[list[int]] = []
+    for n, k in enumerate(ks):
+        for g in out:
+            if all((min(ks[m], k), max(ks[m], k)) in apart for m in g):
+                g.append(n)
+                break
+        else:
+            out.append([n])
+    return tuple(tuple(g) for g in out) if any(len(g) > 1 for g in out) else ()
 
 
 @functools.lru_cache(maxsize=4096)
