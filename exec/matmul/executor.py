@@ -211,8 +211,8 @@ class MatmulExecutor(Executor):
         self._a_blk = np.empty(self._blocked_shape("A", me), dtype=dt)
         self._b_blk = np.empty(self._blocked_shape("B", me), dtype=dt, order="F")
         self._c_blk = np.empty(self._blocked_shape("C", me), dtype=dt)
-        conv = lambda w, blk, order, into: Conversion(me, p, self.global_shape(w), self.block, self.grid,  # noqa: E731
-                                                      regions(w), blk, order, to_blocked=into)
+        conv = lambda w, blk, order, into: Conversion(me, p, self.block, self.grid, regions(w), blk, order,  # noqa: E731
+                                                      to_blocked=into)
         self._xa = conv("A", self._a_blk, "C", True)
         self._xb = conv("B", self._b_blk, "F", True)
         self._xc = conv("C", self._c_blk, "C", False)

@@ -122,13 +122,13 @@ def _copy(dst: np.ndarray, src: np.ndarray) -> None:
 class Conversion:
     """One matrix from the block-cyclic layout to the blocked one (``to_blocked``) or back, by one Alltoallv.
 
-    ``shape``: the global shape; ``block`` (mb, nb) and ``grid`` (pr, pc): the block-cyclic descriptor;
+    ``block`` (mb, nb) and ``grid`` (pr, pc): the block-cyclic descriptor (source process (0, 0));
     ``regions(r)``: the regions of rank r's blocked piece (:func:`blocked_regions`); ``blocked``: this
     rank's blocked piece (the executor's buffer, kept for the executor's life), whose memory order ``order``
     ("C" or "F") the regions and the messages follow.  :meth:`run` converts a block-cyclic array of this
     rank (any memory order) from or into ``blocked``."""
 
-    def __init__(self, me: int, p: int, shape: tuple[int, int], block: tuple[int, int], grid: tuple[int, int],
+    def __init__(self, me: int, p: int, block: tuple[int, int], grid: tuple[int, int],
                  regions: Callable[[int], list[Region]], blocked: np.ndarray, order: str, *, to_blocked: bool) -> None:
         (mb, nb), (pr, pc) = block, grid
         self.to_blocked = to_blocked
