@@ -113,7 +113,10 @@ def expand_temporaries(program: Program) -> tuple[Program, tuple[str, ...]]:
     vertices (checked at sample sizes).  The outermost of those loops is dropped in turn until the
     renaming is exact; an array for which none is exact is left as it is.
     """
-    notes: list[str] = []
+    from meshplan.models.soap.scalars import forward_scalars
+
+    program, forwarded = forward_scalars(program)
+    notes: list[str] = list(forwarded)
     resets = [st.output.array for st in program.statements
               if all(a.array != st.output.array for a in st.inputs)]
     for array in dict.fromkeys(resets):

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from meshplan.models.loops.program import Access, Program
 
-__all__ = ["split_scalars"]
+__all__ = ["split_scalars", "forward_scalars"]
 
 
 def _namer(program: Program, split: dict[str, list[int]]):
@@ -74,3 +74,86 @@ def split_scalars(program: Program) -> tuple[Program, tuple[str, ...]]:
     notes = tuple(f"scalar {a} is reset {len(r)} times: one array per reset chain "
                   f"({', '.join(name(a, n) for n in r)})" for a, r in split.items())
     return replace(program, statements=stmts), notes
+
+
+def _chain(program: Program, a: str):
+    """``(reset, updates, store)`` statement positions of scalar ``a`` when its accesses are one reset
+    (``a = …``, not reading ``a``), then updates reading and writing ``a``, then one statement reading
+    ``a`` that stores into an array element; else ``None``."""
+    touch = [n for n, st in enumerate(program.statements)
+             if st.output.array == a or any(r.array == a for r in st.inputs)]
+    if len(touch) < 2:
+        return None
+    first, last = program.statements[touch[0]], program.statements[touch[-1]]
+    if first.output.array != a or first.op != "=" or any(r.array == a for r in first.inputs):
+        return None
+    if last.output.array == a or not last.output.index:
+        return None
+    mid = touch[1:-1]
+    if any(program.statements[n].output.array != a for n in mid):
+        return None
+    return touch[0], tuple(mid), touch[-1]
+
+
+def _renamed_to(program: Program, a: str, target: Access) -> Program:
+    """Scalar ``a`` renamed to the array element ``target`` in every statement (its text too)."""
+    import re
+
+    word = re.compile(rf"\b{re.escape(a)}\b|\b{re.escape(a.split('__')[0])}\b")
+
+    def ren(acc: Access) -> Access:
+        return target if acc.array == a else acc
+
+    return replace(program, statements=tuple(
+        st if st.output.array != a and all(r.array != a for r in st.inputs) else
+        replace(st, output=ren(st.output), inputs=tuple(ren(r) for r in st.inputs),
+                text=word.sub(str(target), st.text))
+        for st in program.statements))
+
+
+def _self_copy(st) -> bool:
+    """``A[g] = A[g]``: an instance with one predecessor, the element's previous value."""
+    return st.op == "=" and bool(st.inputs) and all(r == st.output for r in st.inputs)
+
+
+def forward_scalars(program: Program) -> tuple[Program, tuple[str, ...]]:
+    """``(program with each scalar chain held in the array element it is stored into, notes)``.
+
+    ludcmp's ``w = A[i, j]; w -= A[i, k]·A[k, j]; A[i, j] = w`` computes, in the CDAG, a chain of
+    values whose first link copies ``A[i, j]`` and whose last is copied back: held in ``w``, ``A`` has
+    no older version of itself and the update's internal reads of ``A`` look free (section 5.5.2
+    versions attach to the array that is rewritten).  Renaming ``w`` to ``A[i, j]`` stores the same
+    values in another place (the same CDAG, checked at sample sizes as for :func:`split_scalars`);
+    then ``A[i, j] = A[i, j]`` copies are dropped.  Dropping a copy contracts a vertex with one
+    predecessor into it, which can only lower the optimal I/O of the red–blue pebble game (a play
+    of the original maps to one of the contracted CDAG with no more loads or stores: a pebble on
+    either vertex becomes one on the merged vertex), so a lower bound of the result is one of the
+    program.  A chain is forwarded only when the renaming keeps every read's writing instance.
+    """
+    from meshplan.models.soap.expand import same_dataflow
+
+    notes: list[str] = []
+    scalars = dict.fromkeys(st.output.array for st in program.statements if not st.output.index)
+    for a in scalars:
+        chain = _chain(program, a)
+        if chain is None:
+            continue
+        target = program.statements[chain[2]].output
+        if target.array == a:
+            continue
+        chain_vars = set.intersection(*(set(program.statements[n].vars)
+                                        for n in (chain[0], *chain[1], chain[2])))
+        if {str(s) for e in target.index for s in e.free_symbols} - chain_vars - set(program.params):
+            continue
+        renamed = _renamed_to(program, a, target)
+        if not same_dataflow(program, renamed, None):
+            continue
+        ours = {program.statements[n].name for n in (chain[0], *chain[1], chain[2])}
+        kept = tuple(st for st in renamed.statements if not (st.name in ours and _self_copy(st)))
+        dropped = len(renamed.statements) - len(kept)
+        renamed = replace(renamed, statements=kept)
+        notes.append(f"scalar {a} is stored into {target}: held there (the same values), "
+                     f"{dropped} copy statement(s) of {target} into itself dropped (a contraction, which "
+                     "cannot raise the optimal I/O)")
+        program = renamed
+    return program, tuple(notes)
