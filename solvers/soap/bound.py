@@ -399,6 +399,7 @@ def leading_term(arrays: list[ArrayBound], params) -> sp.Expr:
 
 
 def _lead_rho(rho: sp.Expr) -> sp.Expr:
+    rho = rho.replace(sp.Min, lambda *a: min(a, key=lambda r: float(r.subs(S, 2.0 ** 30))))   # chi.intensity's
     if isinstance(rho, sp.Max):
         rho = max(rho.args, key=lambda r: float(r.subs(S, 2.0 ** 30)))
     u = sp.Symbol("u", positive=True)
