@@ -24,7 +24,18 @@ import sympy as sp
 
 from meshplan.models.counting import quasi as q
 from meshplan.models.counting.quasi import cond_to_sympy, names_in
-from meshplan.models.loops.control import Assign, Branch, Flow, Loop, Opaque, Work, assigned_vars, walk_nodes
+from meshplan.models.loops.control import (
+    Assign,
+    Branch,
+    Flow,
+    Loop,
+    Opaque,
+    Work,
+    assigned_vars,
+    forms_of,
+    walk_nodes,
+)
+from meshplan.models.loops.forms import subst, subst_cond
 from meshplan.models.loops.program import sym
 
 __all__ = ["Domain", "statement_domains", "is_quasi_affine", "counter", "linear_form"]
@@ -91,6 +102,44 @@ def _value(e: sp.Basic, state: dict):
         return None
 
 
+def _values(nd: Assign, state: dict) -> list:
+    """The forms of an assignment's values in ``state`` (None where not quasi-affine): substituted into the
+    frontend's forms when it read them, else read from sympy."""
+    fs = forms_of(nd, "values")
+    if fs is None:
+        return [_value(v, state) for v in nd.values]
+    out = []
+    for f in fs:
+        try:
+            out.append(subst(f, state))
+        except q.Unknown:
+            out.append(None)
+    return out
+
+
+def _exprs(nd: Loop, state: dict) -> list:
+    """The forms of a loop's guard in ``state`` (raises :class:`~meshplan.models.counting.quasi.Unknown` with
+    sympy's first unknown name, or ``NotAffine``)."""
+    fs = forms_of(nd, "guard")
+    if fs is not None:
+        try:
+            return [subst(f, state) for f in fs]
+        except q.Unknown:
+            pass  # the message names the variable sympy's walk meets first
+    return [q.convert(g, state) for g in nd.guard]
+
+
+def _cond(nd, state: dict):
+    """:func:`_exprs` of a branch's or an ``if`` block's condition."""
+    c = forms_of(nd, "cond")
+    if c is not None:
+        try:
+            return subst_cond(c, state)
+        except q.Unknown:
+            pass
+    return q.convert_cond(nd.cond, state)
+
+
 class _Walker:
     """One pass over a :class:`Flow`; the state maps each iteration variable to its quasi-affine form
     (:mod:`~meshplan.models.counting.quasi`) or None once it is not one."""
@@ -105,17 +154,16 @@ class _Walker:
             if isinstance(nd, Work):
                 self.out[nd.name] = Domain(nd.name, quasi=(counters, cons))
             elif isinstance(nd, Assign):
-                vals = [_value(v, state) for v in nd.values]
-                state.update(zip(nd.targets, vals))
+                state.update(zip(nd.targets, _values(nd, state)))
             elif isinstance(nd, Branch):
-                state = self.branch(nd.cond, nd.then, nd.orelse, state, counters, cons)
+                state = self.branch(nd, nd.then, nd.orelse, state, counters, cons)
             elif isinstance(nd, Opaque):
-                if nd.cond is None:
+                if forms_of(nd, "cond") is None and nd.cond is None:
                     self.give_up(nd.body, f"it is inside a loop outside the affine class at line {nd.line} "
                                           f"({nd.symbol})")
                     state.update({v: None for v in nd.assigned})
                 else:
-                    state = self.branch(nd.cond, nd.body, (), state, counters, cons)
+                    state = self.branch(nd, nd.body, (), state, counters, cons)
             elif isinstance(nd, Loop):
                 self.loop(nd, state, counters, cons)
         return state
@@ -125,14 +173,14 @@ class _Walker:
             if isinstance(w, Work):
                 self.out[w.name] = why
 
-    def branch(self, cond, then, orelse, state, counters, cons) -> dict:
+    def branch(self, nd, then, orelse, state, counters, cons) -> dict:
         try:
-            c = q.convert_cond(cond, state)
+            c = _cond(nd, state)
         except q.Unknown as why:
             self.give_up(then + orelse, f"a condition at line {getattr(then[0], 'line', 0) if then else 0} {why}")
             return {**state, **{v: None for v in assigned_vars(then + orelse)}}
         except q.NotAffine:
-            self.give_up(then + orelse, f"the condition {cond} is not quasi-affine")
+            self.give_up(then + orelse, f"the condition {nd.cond} is not quasi-affine")
             return {**state, **{v: None for v in assigned_vars(then + orelse)}}
         s1 = self.block(then, state, counters, cons + (c,))
         s2 = self.block(orelse, state, counters, cons + (("not", c),))
@@ -166,7 +214,7 @@ class _Walker:
             else:
                 by_d[v] = None  # reset or not stepped by a constant: unknown at the start of an iteration
         try:
-            guard = [q.convert(g, by_d) for g in nd.guard]
+            guard = _exprs(nd, by_d)
         except q.Unknown as why:
             return self.skip(nd, state, f"the guard of the loop at line {nd.line} {why}")
         except q.NotAffine:
@@ -192,7 +240,7 @@ class _Walker:
             if by_d[v] is not None:
                 v0 = state[v] if v in state else q.atom(v)
                 by_x[v] = q.atom(x) if v == prim else q.add(v0, q.scale(dx, steps[v] / c))
-        here = tuple(("rel", ">", q.convert(g, by_x)) for g in nd.guard)
+        here = tuple(("rel", ">", g) for g in _exprs(nd, by_x))
         first = tuple(("rel", ">", a) for a, b in slopes if b > 0)  # a falling guard holds at d = 0 if it holds later
         own = (("rel", ">=" if c > 0 else "<=", dx),)
         if abs(c) != 1:
@@ -264,7 +312,7 @@ def _effect(nodes, state: dict) -> dict:
     state = dict(state)
     for nd in nodes:
         if isinstance(nd, Assign):
-            state.update(zip(nd.targets, [_value(v, state) for v in nd.values]))
+            state.update(zip(nd.targets, _values(nd, state)))
         elif isinstance(nd, (Loop, Opaque)):
             state.update({v: None for v in assigned_vars(nd.body)})
             if isinstance(nd, Opaque):

@@ -10,168 +10,52 @@ These are the quasi-affine expressions of Presburger arithmetic that Barvinok's 
 (Verdoolaege et al., "Counting integer points in parametric polytopes using Barvinok's rational functions",
 Algorithmica 48(1), 2007).  :func:`convert` reads a sympy expression of the loop model into a form;
 :func:`isl_cond` prints a condition in isl's syntax; :func:`to_sympy` and :func:`cond_to_sympy` give sympy
-back.  Adding and scaling forms is plain dict arithmetic: much cheaper than sympy's expression trees.
+back.  The form arithmetic itself (adding, scaling, ``floor``/``min``/``max``/``mod`` atoms) lives in
+:mod:`meshplan.models.loops.forms`, shared with the counting frontend.
 """
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
 from math import lcm
 
 import sympy as sp
-
+from meshplan.models.loops.forms import (
+    ONE,
+    NotAffine,
+    Unknown,
+    add,
+    atom,
+    const,
+    constant,
+    convert,
+    convert_cond,
+    floor_of,
+    min_max,
+    scale,
+    sub,
+)
 from meshplan.models.loops.program import sym
 
-__all__ = ["NotAffine", "Unknown", "ONE", "const", "atom", "add", "sub", "scale", "constant", "convert",
-           "convert_cond", "floor_of", "min_max", "isl_cond", "to_sympy", "cond_to_sympy", "names_in", "mentions"]
-
-ONE = ""
-
-
-class NotAffine(Exception):
-    """The expression is not quasi-affine."""
-
-
-class Unknown(Exception):
-    """The expression reads a variable whose value is not a quasi-affine form here (the message says which)."""
-
-
-_1 = Fraction(1)
-
-
-def const(c) -> dict:
-    return {ONE: c if isinstance(c, Fraction) else Fraction(c)} if c else {}
-
-
-def atom(a) -> dict:
-    return {a: _1}
-
-
-def add(a: dict, b: dict) -> dict:
-    if not b:
-        return a
-    out = dict(a)
-    for k, v in b.items():
-        s = out[k] + v if k in out else v
-        if s:
-            out[k] = s
-        else:
-            del out[k]
-    return out
-
-
-def scale(a: dict, k: Fraction) -> dict:
-    if k == 1:
-        return a
-    return {x: v * k for x, v in a.items()} if k else {}
-
-
-def sub(a: dict, b: dict) -> dict:
-    return add(a, scale(b, Fraction(-1)))
-
-
-def constant(a: dict) -> Fraction | None:
-    """The value of a constant form; None when it has a variable term."""
-    if len(a) > 1 or (a and ONE not in a):
-        return None
-    return a.get(ONE, Fraction(0))
-
-
-def floor_of(f: dict) -> dict:
-    c = constant(f)
-    if c is not None:
-        return const(math.floor(c))
-    return atom(("floor", frozenset(f.items())))
-
-
-def min_max(kind: str, forms: list) -> dict:
-    cs = [constant(f) for f in forms]
-    if all(c is not None for c in cs):
-        return const(min(cs) if kind == "min" else max(cs))
-    keys = []
-    for f in forms:
-        k = frozenset(f.items())
-        if k not in keys:
-            keys.append(k)
-    return dict(keys[0]) if len(keys) == 1 else atom((kind, tuple(keys)))
-
-
-def _mod(f: dict, k: int) -> dict:
-    c = constant(f)
-    if c is not None:
-        return const(c % k)
-    return atom(("mod", frozenset(f.items()), k))
-
-
-def convert(e: sp.Basic, state: dict) -> dict:
-    """The form of the sympy expression ``e`` with each variable named in ``state`` replaced by its form there
-    (None: unknown, raises :class:`Unknown`); other symbols are parameters.  Raises :class:`NotAffine`."""
-    if e.is_Symbol:
-        name = e.name
-        if name in state:
-            v = state[name]
-            if v is None:
-                raise Unknown(f"it reads {name}, whose value is not an affine function of the loop counters here")
-            return v
-        return atom(name)
-    if e.is_Number:
-        if e.is_Integer:
-            return const(int(e.p))
-        if not e.is_Rational:
-            raise NotAffine
-        return const(Fraction(int(e.p), int(e.q)))
-    if isinstance(e, sp.Add):
-        out: dict = {}
-        for a in e.args:
-            out = add(out, convert(a, state))
-        return out
-    if isinstance(e, sp.Mul):
-        k, rest = Fraction(1), None
-        for a in e.args:
-            f = convert(a, state)
-            c = constant(f)
-            if c is not None:
-                k *= c
-            elif rest is None:
-                rest = f
-            else:
-                raise NotAffine
-        return const(k) if rest is None else scale(rest, k)
-    if isinstance(e, sp.floor):
-        return floor_of(convert(e.args[0], state))
-    if isinstance(e, sp.ceiling):  # ceiling(x) = -floor(-x)
-        return scale(floor_of(scale(convert(e.args[0], state), Fraction(-1))), Fraction(-1))
-    if isinstance(e, (sp.Min, sp.Max)):
-        return min_max("min" if isinstance(e, sp.Min) else "max", [convert(a, state) for a in e.args])
-    if isinstance(e, sp.Mod):
-        k = constant(convert(e.args[1], state))
-        if k is None or k.denominator != 1 or k <= 0:
-            raise NotAffine
-        return _mod(convert(e.args[0], state), int(k))
-    raise NotAffine
-
-
-_OPS = {sp.StrictLessThan: "<", sp.LessThan: "<=", sp.StrictGreaterThan: ">", sp.GreaterThan: ">=",
-        sp.Equality: "=", sp.Unequality: "!="}
-
-
-def convert_cond(c: sp.Basic, state: dict):
-    """The condition of the sympy relation (or ``And``/``Or``/``Not`` of relations) ``c``, as :func:`convert`."""
-    if c is sp.true or c is True:
-        return True
-    if c is sp.false or c is False:
-        return False
-    if isinstance(c, sp.And):
-        return ("and", tuple(convert_cond(a, state) for a in c.args))
-    if isinstance(c, sp.Or):
-        return ("or", tuple(convert_cond(a, state) for a in c.args))
-    if isinstance(c, sp.Not):
-        return ("not", convert_cond(c.args[0], state))
-    op = _OPS.get(type(c))
-    if op is None:
-        raise NotAffine
-    return ("rel", op, sub(convert(c.lhs, state), convert(c.rhs, state)))
+__all__ = [
+    "ONE",
+    "NotAffine",
+    "Unknown",
+    "add",
+    "atom",
+    "cond_to_sympy",
+    "const",
+    "constant",
+    "convert",
+    "convert_cond",
+    "floor_of",
+    "isl_cond",
+    "mentions",
+    "min_max",
+    "names_in",
+    "scale",
+    "sub",
+    "to_sympy",
+]
 
 
 def mentions(f, a) -> bool:

@@ -28,7 +28,56 @@ import sympy as sp
 
 from meshplan.models.core.errors import ModelError
 
-__all__ = ["Assign", "Loop", "Work", "Branch", "Opaque", "Flow", "Node", "assigned_vars", "walk_nodes"]
+__all__ = ["Assign", "Loop", "Work", "Branch", "Opaque", "Flow", "Node", "Deferred", "assigned_vars", "walk_nodes",
+           "forms_of"]
+
+
+class Deferred:
+    """A node's sympy field built on first use (``make()``), with the same value as quasi-affine forms
+    (:mod:`meshplan.models.loops.forms`): the counting frontend reads affine bounds, steps and guards as forms,
+    and only a consumer that needs sympy (the closed-form engine, execution, evaluation) builds it."""
+
+    __slots__ = ("make", "forms", "_value")
+
+    def __init__(self, make, forms) -> None:
+        self.make, self.forms, self._value = make, forms, None
+
+    def get(self):
+        if self._value is None:
+            self._value = self.make()
+        return self._value
+
+
+class _Lazy:
+    """The field descriptor of a node's sympy field that may hold a :class:`Deferred` (its value is returned)."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot) -> None:
+        self.slot = slot
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        v = self.slot.__get__(obj, owner)
+        return v.get() if type(v) is Deferred else v
+
+    def __set__(self, obj, v) -> None:
+        self.slot.__set__(obj, v)
+
+    def __delete__(self, obj) -> None:
+        self.slot.__delete__(obj)
+
+
+def _raw(obj, name: str):
+    return type(obj).__dict__[name].slot.__get__(obj, type(obj))
+
+
+def forms_of(node, name: str):
+    """The quasi-affine forms of ``node``'s sympy field ``name`` (``guard``, ``values``: a tuple of forms;
+    ``cond``: a condition), or None when the node holds sympy only."""
+    v = _raw(node, name)
+    return v.forms if type(v) is Deferred else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +89,8 @@ class Assign:
     line: int = 0
 
     def __post_init__(self) -> None:
-        if len(self.targets) != len(self.values) or not self.targets:
+        vals = _raw(self, "values")
+        if len(self.targets) != len(vals.forms if type(vals) is Deferred else vals) or not self.targets:
             raise ModelError(f"line {self.line}: assignment needs as many values as targets")
 
 
@@ -56,7 +106,8 @@ class Loop:
     parallel: bool = False
 
     def __post_init__(self) -> None:
-        if not self.guard:
+        g = _raw(self, "guard")
+        if not (g.forms if type(g) is Deferred else g):
             raise ModelError(f"line {self.line}: a loop needs a guard")
 
 
@@ -96,6 +147,9 @@ class Opaque:
 
 
 Node = Union[Assign, Loop, Work, Branch, Opaque]
+
+for _cls, _name in ((Assign, "values"), (Loop, "guard"), (Branch, "cond"), (Opaque, "cond")):
+    setattr(_cls, _name, _Lazy(_cls.__dict__[_name]))
 
 
 @dataclass(frozen=True, slots=True)

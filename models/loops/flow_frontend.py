@@ -31,8 +31,10 @@ import ast
 import sympy as sp
 
 from meshplan.models.core.errors import ParseError
-from meshplan.models.loops.control import Assign, Branch, Flow, Loop, Opaque, Work
-from meshplan.models.loops.flow_parts import _early_exit, _markers, _min_max, _names
+from meshplan.models.loops.control import Assign, Branch, Deferred, Flow, Loop, Opaque, Work
+from meshplan.models.loops.forms import add, atom, constant, names, negate_cond, sub
+from meshplan.models.loops.flow_forms import cond_form, expr_forms, guard_forms
+from meshplan.models.loops.flow_parts import _early_exit, _grid, _iteration_vars, _markers, _min_max, _names
 from meshplan.models.loops.frontend import _Reader, functions
 from meshplan.models.loops.program import sym
 
@@ -58,6 +60,19 @@ def parse_flow_source(text: str, *, source: str | None = None, function: str | N
     markers = _markers(text)
     return [_FlowReader(source, markers, procs, rank).flow(f)
             for f in functions(text, source=source, function=function, whole_module=True)]
+
+
+def _range(args: list) -> tuple:
+    """``range``'s arguments as ``(lo, hi, step)``."""
+    one = sp.Integer(1)
+    return (sp.Integer(0), args[0], one) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else one)
+
+
+def _not(cond):
+    """``not cond`` of a sympy condition or of a :class:`Deferred` one."""
+    if type(cond) is Deferred:
+        return Deferred(lambda: sp.Not(cond.get()), negate_cond(cond.forms))
+    return sp.Not(cond)
 
 
 class _Head:
@@ -88,10 +103,10 @@ class _FlowReader(_Reader):
         self.n_work = self.n_unknown = 0
         nodes = list(ast.walk(fn))  # one walk of the function, read by the three passes below
         names = [n for n in nodes if isinstance(n, ast.Name)]
-        self.itvars = self._iteration_vars(nodes)
+        self.itvars = _iteration_vars(nodes)
         self.data = {n.id for n in names if isinstance(n.ctx, ast.Store)}
         self.data -= self.itvars
-        grid = self._grid(fn)
+        grid = _grid(fn, self.itvars, self.err)
         if grid:
             self.rank_name = grid[0][0]
         elif self.rank_name is None:
@@ -106,79 +121,6 @@ class _FlowReader(_Reader):
         rank = self.rank_name if (grid or self.rank_name in self.size_names) else None
         return Flow(fn.name, tuple(p for p in params if p not in self.grid_ranks), body, rank, tuple(self.notes),
                     self.source, grid)
-
-    # -- the process grid: `assert 0 <= r < p and 0 <= s < q` at the top of the function ------------
-    def _grid(self, fn) -> tuple[tuple[str, str], ...]:
-        """The (rank variable, process count) pairs declared by top-level ``assert 0 <= r < p`` statements."""
-        out: list[tuple[str, str]] = []
-        for node in fn.body:
-            if not isinstance(node, ast.Assert):
-                continue
-            parts = node.test.values if isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And) \
-                else [node.test]
-            for t in parts:
-                ok = (isinstance(t, ast.Compare) and len(t.ops) == 2 and isinstance(t.ops[0], ast.LtE)
-                      and isinstance(t.ops[1], ast.Lt) and isinstance(t.left, ast.Constant) and t.left.value == 0
-                      and all(isinstance(c, ast.Name) for c in t.comparators))
-                if not ok:
-                    raise self.err(node, f"`assert {ast.unparse(node.test)}` does not declare a process grid: write "
-                                         "`assert 0 <= r < p and 0 <= s < q` (one rank variable and its process "
-                                         "count per grid dimension)")
-                r, q = (c.id for c in t.comparators)
-                if r in self.itvars or q in self.itvars or r == q:
-                    raise self.err(node, f"`{ast.unparse(t)}`: the rank variable and the process count must be two "
-                                         "different names that no loop assigns")
-                if any(r in pair or q in pair for pair in out):
-                    raise self.err(node, f"`{ast.unparse(t)}`: each grid dimension needs its own rank variable and "
-                                         "process count")
-                out.append((r, q))
-        return tuple(out)
-
-    # -- which names are iteration variables -------------------------------------------------
-    def _iteration_vars(self, nodes) -> set[str]:
-        """``nodes``: every node of the function (``ast.walk``)."""
-        assigned: dict[str, set[str]] = {}
-        control: set[str] = set()
-        for node in nodes:
-            if isinstance(node, (ast.While, ast.If)):
-                control |= _names(node.test)
-            elif isinstance(node, ast.For):
-                control |= _names(node.iter) | _names(node.target)
-                if isinstance(node.target, ast.Name):
-                    assigned.setdefault(node.target.id, set())
-            elif isinstance(node, ast.Assign):
-                for t in node.targets:
-                    for nm in ([t] if isinstance(t, ast.Name) else getattr(t, "elts", [])):
-                        if isinstance(nm, ast.Name):
-                            assigned.setdefault(nm.id, set()).update(_names(node.value))
-            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-                assigned.setdefault(node.target.id, set()).update(_names(node.value) | {node.target.id})
-        itv = control & set(assigned) - self._data_valued(nodes)
-        changed = True
-        while changed:
-            changed = False
-            for v in list(itv):
-                new = (assigned[v] & set(assigned)) - itv
-                if new:
-                    itv |= new
-                    changed = True
-        return itv
-
-    @staticmethod
-    def _data_valued(nodes) -> set[str]:
-        """Names assigned from data (calls, array elements, attributes, non-integer constants); ``nodes`` as for
-        :meth:`_iteration_vars`."""
-        out: set[str] = set()
-        for node in nodes:
-            if isinstance(node, (ast.Assign, ast.AugAssign)):
-                tgts = node.targets if isinstance(node, ast.Assign) else [node.target]
-                bad = any(isinstance(x, (ast.Subscript, ast.Attribute)) or (isinstance(x, ast.Constant)
-                          and not isinstance(x.value, int)) or (isinstance(x, ast.Call) and not (
-                          isinstance(x.func, ast.Name) and x.func.id in ("min", "max")))
-                          for x in ast.walk(node.value))
-                if bad:
-                    out |= {t.id for t in tgts if isinstance(t, ast.Name)}
-        return out
 
     # -- statements --------------------------------------------------------------------------
     def block(self, body, depth: int, loopvars: tuple[str, ...]) -> tuple:
@@ -244,7 +186,9 @@ class _FlowReader(_Reader):
             if tg in loopvars:
                 raise self.err(node, f"assignment to the for-loop variable {tg} inside its loop; use a while loop")
         try:
-            exprs = tuple(self.expr(v, {}) for v in values)
+            fs = expr_forms(self, values)
+            exprs = tuple(self.expr(v, {}) for v in values) if fs is None else \
+                Deferred(lambda: tuple(self.expr(v, {}) for v in values), fs)
         except _Outside as why:
             raise self.err(node, f"update of {', '.join(targets)} is outside the affine class ({why}); "
                                  "iteration variables must be updated by integer expressions") from None
@@ -276,17 +220,11 @@ class _FlowReader(_Reader):
         if not ok:
             return [self._opaque(node, head, "not a `range` loop", node.body, depth, loopvars, (var,) if var else ())]
         try:
-            args = [self.expr(a, {}) for a in it.args]
-            lo, hi, step = (sp.Integer(0), args[0], sp.Integer(1)) if len(args) == 1 else (
-                args[0], args[1], args[2] if len(args) == 3 else sp.Integer(1))
-            if step == 0 or sym(var) in step.free_symbols:
-                raise _Outside("step must be a non-zero integer expression")
+            fs = expr_forms(self, it.args)
+            init, guard, update, used = self._range_forms(var, fs, it) if fs is not None else \
+                self._range_sympy(var, [self.expr(a, {}) for a in it.args])
         except _Outside as why:
             return [self._opaque(node, head, str(why), node.body, depth, loopvars, (var,))]
-        if step.is_number and step < 0:
-            guard = sym(var) - hi
-        else:
-            guard = hi - sym(var)
         exit_ = _early_exit(node.body)
         if exit_:
             return [self._opaque(node, head, f"its body leaves the loop early with `{exit_}`", node.body,
@@ -295,10 +233,37 @@ class _FlowReader(_Reader):
             body = self.block(node.body, depth + 1, loopvars + (var,))
         except _Outside as why:
             return [self._opaque(node, head, f"its body uses {why}", node.body, depth, loopvars, (var,))]
-        body = body + (Assign((var,), (sym(var) + step,), node.lineno),)
-        par = any(r is not None and sym(r) in (lo.free_symbols | hi.free_symbols) for r in self.grid_ranks)
-        return [Assign((var,), (lo,), node.lineno),
-                Loop((guard,), body, node.lineno, "for", var, par)]
+        body = body + (Assign((var,), update, node.lineno),)
+        par = any(r is not None and r in used for r in self.grid_ranks)
+        return [Assign((var,), init, node.lineno), Loop(guard, body, node.lineno, "for", var, par)]
+
+    @staticmethod
+    def _range_sympy(var: str, args: list) -> tuple:
+        """``for var in range(*args)`` as ``var = lo``, guard ``hi - var`` (``var - hi`` for a negative step),
+        update ``var + step``, and the names the bounds read."""
+        lo, hi, step = _range(args)
+        if step == 0 or sym(var) in step.free_symbols:
+            raise _Outside("step must be a non-zero integer expression")
+        guard = sym(var) - hi if step.is_number and step < 0 else hi - sym(var)
+        return (lo,), (guard,), (sym(var) + step,), {x.name for x in lo.free_symbols | hi.free_symbols}
+
+    def _range_forms(self, var: str, fs: tuple, it) -> tuple:
+        """:meth:`_range_sympy` of ``range`` arguments with the forms ``fs``: the same values as forms, their
+        sympy expressions built on first use."""
+        one = {"": 1}
+        lo, hi, step = ({}, fs[0], one) if len(fs) == 1 else (fs[0], fs[1], fs[2] if len(fs) == 3 else one)
+        if not step or var in names(step, set()):
+            raise _Outside("step must be a non-zero integer expression")
+        c = constant(step)
+        guard = sub(atom(var), hi) if c is not None and c < 0 else sub(hi, atom(var))
+        memo: list = []
+
+        def part(k: int):
+            if not memo:
+                memo.append(self._range_sympy(var, [self.expr(a, {}) for a in it.args]))
+            return memo[0][k]
+        return (Deferred(lambda: part(0), (lo,)), Deferred(lambda: part(1), (guard,)),
+                Deferred(lambda: part(2), (add(atom(var), step),)), names(lo, set()) | names(hi, set()))
 
     def while_loop(self, node: ast.While, depth, loopvars) -> Loop | Opaque:
         head = _Head("`while {}`", node.test)
@@ -309,7 +274,8 @@ class _FlowReader(_Reader):
             return self._opaque(node, head, f"its body leaves the loop early with `{exit_}`", node.body,
                                 depth, loopvars)
         try:
-            guard = self.guard(node.test)
+            fs = guard_forms(self, node.test)
+            guard = self.guard(node.test) if fs is None else Deferred(lambda: self.guard(node.test), fs)
             body = self.block(node.body, depth + 1, loopvars)
         except _Outside as why:
             return self._opaque(node, head, str(why), node.body, depth, loopvars)
@@ -319,16 +285,17 @@ class _FlowReader(_Reader):
         names = _names(node.test)
         data = names & (self.itvars | self.data) or any(isinstance(n, (ast.Subscript, ast.Call))
                                                             for n in ast.walk(node.test))
+        cond = None
         if not data:
             try:
-                cond = self.condition(node.test)
+                cond = self._condition(node.test)
             except _Outside:
                 data = True
         if data or (names & self.grid_ranks):
-            cond = None  # a condition on iteration variables and parameters (no data) is kept for the counter
-            if not (names & self.data) and not any(isinstance(n, (ast.Subscript, ast.Call)) for n in ast.walk(node.test)):
-                try:
-                    cond = self.condition(node.test)
+            if cond is None and not (names & self.data) and not any(isinstance(n, (ast.Subscript, ast.Call))
+                                                                    for n in ast.walk(node.test)):
+                try:  # a condition on iteration variables and parameters (no data) is kept for the counter
+                    cond = self._condition(node.test)
                 except _Outside:
                     cond = None
             out = [self._opaque(node, f"`if {ast.unparse(node.test)}`", "the condition is not on parameters only",
@@ -336,12 +303,17 @@ class _FlowReader(_Reader):
             if node.orelse:
                 out.append(self._opaque(node.orelse[0], f"`else` of line {node.lineno}",
                                         "the condition is not on parameters only", node.orelse, depth - 1, loopvars,
-                                        cond=None if cond is None else sp.Not(cond)))
+                                        cond=None if cond is None else _not(cond)))
             return out
         return [Branch(cond, self.block(node.body, depth, loopvars), self.block(node.orelse, depth, loopvars),
                        node.lineno)]
 
     # -- guards and expressions ----------------------------------------------------------------
+    def _condition(self, test):
+        """:meth:`condition`, its sympy expression deferred when the condition is affine."""
+        c = cond_form(self, test)
+        return self.condition(test) if c is None else Deferred(lambda: self.condition(test), c)
+
     def guard(self, test) -> tuple[sp.Expr, ...]:
         """``a < b and c >= d`` -> slacks ``(b - a, c - d + 1)`` (integers: ``x >= y`` iff ``x - y + 1 > 0``)."""
         if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):

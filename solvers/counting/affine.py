@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from meshplan.models.counting.domains import Domain, statement_domains
-from meshplan.models.loops.control import Flow, Opaque, Work, walk_nodes
+from meshplan.models.loops.control import Flow, Opaque, Work, forms_of, walk_nodes
 from meshplan.solvers.counting.barvinok import count_domains, is_available, qp_text
 from meshplan.solvers.counting.sums import Bnd
 
@@ -112,7 +112,7 @@ def count_affine(flow: Flow, procs: str = "p") -> AffineCounts | None:
     cases = got
     resolved = set()
     for nd in walk_nodes(flow.body):
-        if isinstance(nd, Opaque) and nd.cond is not None:
+        if isinstance(nd, Opaque) and (forms_of(nd, "cond") is not None or nd.cond is not None):
             works = [w.name for w in walk_nodes(nd.body) if isinstance(w, Work)]
             if all(w in cases for w in works):
                 resolved.add(nd.symbol)

@@ -1,0 +1,220 @@
+"""The counting frontend's fast reading of affine expressions (thesis section 2.2): loop bounds, steps, guards,
+updates and ``if`` conditions as quasi-affine forms (:mod:`meshplan.models.loops.forms`), their sympy
+expressions deferred to first use (:class:`~meshplan.models.loops.control.Deferred`).
+
+Each reader below returns the forms of exactly the sympy expression that the frontend's sympy reader
+(:meth:`meshplan.models.loops.flow_frontend._FlowReader.expr`, ``condition``, ``guard``) builds for the same
+syntax tree, as :func:`~meshplan.models.loops.forms.convert` would read it, or None where it would not be
+sure of that; the frontend then builds the sympy expression at once, as before.  Sums, differences, products
+and quotients by constants are dict arithmetic; ``//`` by a constant takes the integer terms out of the
+``floor`` as sympy's ``floor`` does; ``min``, ``max``, ``%`` and ``**`` are read by the sympy reader and
+converted (sympy orders and simplifies their arguments); comparisons whose two sides differ by a constant are
+decided, as sympy decides them.  Anything the sympy reader refuses is left to it, so that it raises its own
+error at the same place.
+"""
+
+from __future__ import annotations
+
+import ast
+from fractions import Fraction
+
+from meshplan.models.loops import forms as f
+
+__all__ = ["cond_form", "expr_forms", "guard_forms"]
+
+_REL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "=", ast.NotEq: "!="}
+_CMP = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+_1 = Fraction(1)
+
+
+class _Fallback(Exception):
+    """The sympy reader must read the whole expression (it is not affine, or its form is not certain)."""
+
+
+def expr_forms(r, nodes) -> tuple | None:
+    """The forms of the expressions ``nodes`` read by the reader ``r``, None when one is not affine."""
+    try:
+        return tuple(_expr(r, n) for n in nodes)
+    except _Fallback:
+        return None
+
+
+def guard_forms(r, test) -> tuple | None:
+    """The slacks of a ``while`` guard as forms (``a < b``: ``b - a``; ``a <= b``: ``b - a + 1``), as
+    ``_FlowReader.guard`` builds them; None when it must read them."""
+    try:
+        return tuple(_guard(r, test))
+    except _Fallback:
+        return None
+
+
+def cond_form(r, test):
+    """The condition of an ``if`` as a form condition, as ``_FlowReader.condition`` builds it with sympy; None
+    when it must read it."""
+    try:
+        return _cond(r, test)
+    except _Fallback:
+        return None
+
+
+def _via_sympy(r, node) -> dict:
+    """The form of the sympy reader's expression for ``node`` (its errors propagate, as from the whole)."""
+    try:
+        return f.convert(r.expr(node, {}), {})
+    except f.NotAffine:
+        raise _Fallback from None
+
+
+def _plain(form: dict) -> bool:
+    return all(isinstance(a, str) for a in form)
+
+
+def _floor(x: dict) -> dict:
+    """sympy's ``floor`` of the linear form ``x``: its integer terms (integer coefficients, an integer constant)
+    come out, a non-integer constant stays inside with the other terms."""
+    if not _plain(x):
+        raise _Fallback
+    inside, out = {}, {}
+    for a, c in x.items():
+        (out if c.denominator == 1 else inside)[a] = c
+    if not inside:
+        return x
+    if len(inside) == 1 and f.ONE in inside:
+        return f.add(out, f.const(inside[f.ONE].__floor__()))
+    return f.add(out, f.floor_of(inside))
+
+
+def _expr(r, node) -> dict:
+    t = type(node)
+    if t is ast.Name:
+        name = node.id
+        if name in r.itvars:
+            return f.atom(name)
+        if name in r.data or name in ("True", "False", "None"):
+            raise _Fallback
+        r.size_names.add(name)
+        return f.atom(name)
+    if t is ast.Constant:
+        if type(node.value) is not int:
+            raise _Fallback
+        return f.const(node.value)
+    if t is ast.UnaryOp:
+        if isinstance(node.op, ast.USub):
+            return f.scale(_expr(r, node.operand), Fraction(-1))
+        if isinstance(node.op, ast.UAdd):
+            return _expr(r, node.operand)
+        raise _Fallback
+    if t is ast.BinOp:
+        op = type(node.op)
+        if op not in (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv):
+            return _via_sympy(r, node)  # `%`, `**`: sympy simplifies them
+        a, b = _expr(r, node.left), _expr(r, node.right)
+        if op is ast.Add:
+            return f.add(a, b)
+        if op is ast.Sub:
+            return f.sub(a, b)
+        cb = f.constant(b)
+        if op is ast.Mult:
+            if cb is not None:
+                return f.scale(a, cb)
+            ca = f.constant(a)
+            if ca is not None:
+                return f.scale(b, ca)
+            raise _Fallback
+        if cb is None or cb == 0:
+            raise _Fallback
+        q = f.scale(a, _1 / cb)
+        return q if op is ast.Div else _floor(q)
+    if t is ast.Call and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
+        return _via_sympy(r, node)  # sympy orders and prunes the arguments
+    raise _Fallback
+
+
+def _guard(r, test) -> list:
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [s for v in test.values for s in _guard(r, v)]
+    if not isinstance(test, ast.Compare):
+        raise _Fallback
+    out, left = [], _expr(r, test.left)
+    for op, right_node in zip(test.ops, test.comparators):
+        right = _expr(r, right_node)
+        if not isinstance(op, _CMP):
+            raise _Fallback
+        if isinstance(op, ast.Lt):
+            out.append(f.sub(right, left))
+        elif isinstance(op, ast.LtE):
+            out.append(f.add(f.sub(right, left), f.const(1)))
+        elif isinstance(op, ast.Gt):
+            out.append(f.sub(left, right))
+        else:
+            out.append(f.add(f.sub(left, right), f.const(1)))
+        left = right
+    return out
+
+
+def _decide(op: str, c: Fraction) -> bool:
+    return {"<": c < 0, "<=": c <= 0, ">": c > 0, ">=": c >= 0, "=": c == 0, "!=": c != 0}[op]
+
+
+def _cond(r, test):
+    if isinstance(test, ast.BoolOp):
+        parts = [_cond(r, v) for v in test.values]
+        return _lattice("and" if isinstance(test.op, ast.And) else "or", parts)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return f.negate_cond(_cond(r, test.operand))
+    if not isinstance(test, ast.Compare):
+        raise _Fallback
+    terms = [_expr(r, x) for x in (test.left, *test.comparators)]
+    ops = [_REL.get(type(op)) for op in test.ops]
+    if None in ops:
+        raise _Fallback
+    rels = []
+    for op, a, b in zip(ops, terms, terms[1:]):
+        d = f.sub(a, b)
+        c = f.constant(d)
+        if c is not None:
+            rels.append(_decide(op, c))
+        elif op in ("=", "!=") or not _plain(d):
+            raise _Fallback  # sympy may decide these (parity, signs of min/max/floor/mod)
+        else:
+            rels.append(("rel", op, d))
+    return _lattice("and", rels)
+
+
+def _lattice(kind: str, parts: list):
+    """sympy's ``And``/``Or`` of conditions: nested ones of the same kind flattened, the identity dropped, the
+    absorbing value absorbing; relations only (sympy also merges relations that are the same or opposite up
+    to a factor: then the sympy reader decides)."""
+    unit = kind == "and"
+    flat = []
+    for p in parts:
+        if p is unit:
+            continue
+        if p is (not unit):
+            return not unit
+        if isinstance(p, tuple) and p[0] == kind:
+            flat.extend(p[1])
+        else:
+            flat.append(p)
+    if any(not (isinstance(p, tuple) and p[0] == "rel") for p in flat):
+        raise _Fallback
+    for i, p in enumerate(flat):
+        for q in flat[:i]:
+            if _proportional(p[2], q[2]):
+                raise _Fallback
+    if not flat:
+        return unit
+    return flat[0] if len(flat) == 1 else (kind, tuple(flat))
+
+
+def _proportional(a: dict, b: dict) -> bool:
+    if a.keys() != b.keys():
+        return False
+    k = None
+    for x, c in a.items():
+        ratio = c / b[x]
+        if k is None:
+            k = ratio
+        elif ratio != k:
+            return False
+    return True

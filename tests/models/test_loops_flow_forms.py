@@ -1,0 +1,102 @@
+"""The counting frontend's quasi-affine forms (:mod:`meshplan.models.loops.flow_forms`) are the forms of the
+sympy expressions it builds for the same source: every loop bound, step, guard, update and ``if`` condition it
+holds as forms equals :func:`~meshplan.models.loops.forms.convert` of the node's sympy value (built on first
+use), on the generated affine family of the Barvinok property test, the non-affine family, the bench's nests and
+the examples.  The sympy value is built from the source, never from the forms, so a form that differs from it
+fails here."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import sympy as sp
+from meshplan.models.loops.control import (
+    Assign,
+    Branch,
+    Deferred,
+    Loop,
+    Opaque,
+    forms_of,
+    walk_nodes,
+)
+from meshplan.models.loops.flow_frontend import parse_flow_source
+from meshplan.models.loops.forms import convert, convert_cond, negate_cond
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _sources() -> list[str]:
+    aff = _load(ROOT / "tests" / "solvers" / "test_count_barvinok.py", "_gen_affine")
+    non = _load(ROOT / "tests" / "solvers" / "test_counting_property.py", "_gen_nonaffine")
+    bench = _load(ROOT / "bench" / "count.py", "_bench_count")
+    out = [aff.nest(k)[0] for k in range(aff.N_NESTS)] + [non.program(k)[0] for k in range(120)]
+    out += list(bench.AFFINE.values())
+    out += [p.read_text() for p in sorted((ROOT / "examples" / "loops" / "counting").glob("*.py"))]
+    return out
+
+
+def _canon(c):
+    """A condition with the arguments of ``and``/``or`` as a set (sympy orders them its own way)."""
+    if isinstance(c, tuple) and c[0] in ("and", "or"):
+        return (c[0], frozenset(_canon(a) for a in c[1]))
+    if isinstance(c, tuple) and c[0] == "not":
+        return ("not", _canon(c[1]))
+    if isinstance(c, tuple):
+        return ("rel", c[1], frozenset(c[2].items()))
+    return c
+
+
+def test_forms_equal_the_forms_of_the_sympy_expressions():
+    checked = {"values": 0, "guard": 0, "cond": 0}
+    for src in _sources():
+        for flow in parse_flow_source(src):
+            for nd in walk_nodes(flow.body):
+                for name, kind in (("values", Assign), ("guard", Loop), ("cond", (Branch, Opaque))):
+                    if not isinstance(nd, kind):
+                        continue
+                    fs = forms_of(nd, name)
+                    if fs is None:
+                        continue
+                    checked[name] += 1
+                    value = getattr(nd, name)
+                    if name == "cond":
+                        assert _canon(fs) == _canon(convert_cond(value, {})), (src, value, fs)
+                    else:
+                        assert [convert(v, {}) for v in value] == list(fs), (src, value, fs)
+    assert min(checked.values()) > 50, checked  # every kind of node is exercised
+
+
+def test_negated_condition_is_sympys_not():
+    (flow,) = parse_flow_source("def f(n):\n    for i in range(n):\n        if i < 3:\n            A[i] = 0\n"
+                                "        else:\n            A[i] = 1\n")
+    then, orelse = [nd for nd in walk_nodes(flow.body) if isinstance(nd, Opaque)]
+    assert forms_of(orelse, "cond") == negate_cond(forms_of(then, "cond"))
+    assert orelse.cond == sp.Not(then.cond)
+
+
+@pytest.mark.parametrize("text", ["A[i] % n == 0", "i * i < n", "x < n"])
+def test_conditions_outside_the_forms_stay_sympy(text):
+    src = f"def f(n):\n    x = 0\n    for i in range(n):\n        x = A[i]\n        if {text}:\n            B[i] = 0\n"
+    (flow,) = parse_flow_source(src)
+    (op,) = [nd for nd in walk_nodes(flow.body) if isinstance(nd, Opaque)]
+    assert forms_of(op, "cond") is None
+
+
+def test_deferred_is_built_once_and_replace_drops_the_forms():
+    from dataclasses import replace
+
+    calls = []
+    d = Deferred(lambda: calls.append(1) or (sp.Symbol("n", integer=True),), ({"n": 1},))
+    lp = Loop(d, (), 1)
+    assert lp.guard == lp.guard and len(calls) == 1
+    assert forms_of(lp, "guard") == ({"n": 1},)
+    assert forms_of(replace(lp, guard=(sp.Integer(1),)), "guard") is None
