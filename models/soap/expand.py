@@ -26,7 +26,7 @@ import numpy as np
 from meshplan.models.core.errors import ModelError
 from meshplan.models.loops.program import Access, Loop, Program, sym
 
-__all__ = ["expand_temporaries", "same_dataflow"]
+__all__ = ["expand_temporaries", "same_dataflow", "split_triangles"]
 
 #: the sample sizes of the exactness check (every size parameter takes each in turn)
 SAMPLE_SIZES = (4, 5)
@@ -116,7 +116,8 @@ def expand_temporaries(program: Program) -> tuple[Program, tuple[str, ...]]:
     from meshplan.models.soap.scalars import forward_scalars
 
     program, forwarded = forward_scalars(program)
-    notes: list[str] = list(forwarded)
+    program, halves = split_triangles(program)
+    notes: list[str] = [*forwarded, *halves]
     resets = [st.output.array for st in program.statements
               if all(a.array != st.output.array for a in st.inputs)]
     for array in dict.fromkeys(resets):
@@ -130,4 +131,70 @@ def expand_temporaries(program: Program) -> tuple[Program, tuple[str, ...]]:
                 program = new
                 break
             loops = loops[1:]
+    return program, tuple(notes)
+
+
+def _side(program: Program, array: str, sizes=SAMPLE_SIZES) -> dict | None:
+    """``{(statement, access): True for the strict lower triangle ``A[r, c]``, ``c < r``}`` when every
+    access of the 2-D ``array`` stays on one side at each sample size and both sides occur."""
+    import sympy as sp
+
+    from meshplan.models.soap.access import sample_iterations
+
+    sides: dict = {}
+    for n in sizes:
+        params = {p: n for p in program.params}
+        for st in program.statements:
+            accs = [a for a in (st.output, *st.inputs) if a.array == array]
+            if not accs:
+                continue
+            its = sample_iterations(st, params)
+            args = [lp.symbol for lp in st.loops] + [sym(p) for p in params]
+            for a in accs:
+                if len(a.index) != 2:
+                    return None
+                f = sp.lambdify(args, [a.index[1] - a.index[0]], "math")
+                seen = {f(*it, *params.values())[0] < 0 for it in its}
+                if len(seen) > 1:
+                    return None
+                if seen:
+                    (lower,) = seen
+                    if sides.setdefault((st.name, a), lower) != lower:
+                        return None
+    every = {(st.name, a) for st in program.statements for a in (st.output, *st.inputs) if a.array == array}
+    if every - set(sides) or len(set(sides.values())) < 2:     # an access never sampled is not placed
+        return None
+    return sides
+
+
+def split_triangles(program: Program) -> tuple[Program, tuple[str, ...]]:
+    """``(program with each written 2-D array whose accesses each stay in its strict lower triangle or in
+    the rest split into two arrays, notes)`` (thesis section 5.5.1: disjoint access sets are separate
+    arrays).  ludcmp's L part ``A[i, j]``, ``j < i``, and U part ``A[i, j]``, ``j ≥ i``, are then two
+    arrays, so a fused tile no longer identifies the two parts' ``j`` loops through one output and
+    counts both triangles' updates on one box.  Renaming the elements of one triangle is a renaming of
+    the CDAG's vertices; the sides are sampled and the renaming checked as for the expansion."""
+    notes: list[str] = []
+    for array in dict.fromkeys(st.output.array for st in program.statements):
+        sides = _side(program, array)
+        if sides is None:
+            continue
+        names = set(program.arrays)
+        lo, up = f"{array}_lower", f"{array}_upper"
+        while lo in names or up in names:
+            lo, up = lo + "_", up + "_"
+
+        def ren(st, a: Access) -> Access:
+            if a.array != array:
+                return a
+            return replace(a, array=lo if sides.get((st.name, a), False) else up)
+
+        new = replace(program, statements=tuple(
+            replace(st, output=ren(st, st.output), inputs=tuple(ren(st, a) for a in st.inputs))
+            for st in program.statements))
+        if not same_dataflow(program, new, None):
+            continue
+        notes.append(f"array {array}: every access stays in its strict lower triangle or in the rest: "
+                     f"two arrays {lo}, {up} (disjoint access sets, section 5.5.1)")
+        program = new
     return program, tuple(notes)

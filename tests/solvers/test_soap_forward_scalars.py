@@ -1,7 +1,8 @@
 """Scalar chains held in the array element they are stored into (models/soap/scalars.forward_scalars):
 ludcmp's ``w`` becomes ``A[i, j]``, so the update gets its version of ``A`` and is bounded; the renaming
 keeps every read's writing instance, the dropped ``A[i, j] = A[i, j]`` copies only contract the CDAG, and
-the bound of the program stays at most the exhaustive optimum of its own (uncontracted) CDAG."""
+the bound of the program stays at most the exhaustive optimum of its own (uncontracted) CDAG.  Then
+(models/soap/expand.split_triangles) ludcmp's L part (``j < i``) and U part are two arrays."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sympy as sp
 
 from meshplan.models.loops.program import sym
 from meshplan.models.soap import parse_file, parse_source
+from meshplan.models.soap.expand import split_triangles
 from meshplan.models.soap.scalars import forward_scalars, split_scalars
 from meshplan.solvers.soap.bound import analyze
 from meshplan.solvers.soap.chi import S
@@ -84,6 +86,17 @@ def test_ludcmp_update_is_held_in_A_and_bounded():
     N = sym("N")
     coeff = sp.simplify(res.leading * sp.sqrt(S) / N ** 3)
     assert not coeff.free_symbols and coeff >= sp.Rational(1, 3)    # was N³/(6√S)
+    assert any("two arrays A_lower, A_upper" in n for n in res.notes)
+
+
+def test_the_triangles_are_split_only_where_every_access_keeps_its_side():
+    q, notes = split_triangles(forward_scalars(split_scalars(parse_source(DOOLITTLE)[0])[0])[0])
+    assert notes and {"A_lower", "A_upper"} <= set(q.arrays)
+    upd = [st for st in q.statements if st.op == "-="]    # L update reads L and U, U update likewise
+    assert [st.output.array for st in upd] == ["A_lower", "A_upper"]
+    assert all({a.array for a in st.inputs} == {"A_lower", "A_upper"} for st in upd)
+    (lu,) = parse_file(str(EX / "lu.py"))      # the trailing update A[i, j] spans both sides
+    assert split_triangles(lu) == (lu, ())
 
 
 @pytest.mark.parametrize("src", [SYMM_LIKE, SELF_READ])
