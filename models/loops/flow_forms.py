@@ -7,9 +7,11 @@ Each reader below returns the forms of exactly the sympy expression that the fro
 syntax tree, as :func:`~meshplan.models.loops.forms.convert` would read it, or None where it would not be
 sure of that; the frontend then builds the sympy expression at once, as before.  Sums, differences, products
 and quotients by constants are dict arithmetic; ``//`` by a constant takes the integer terms out of the
-``floor`` as sympy's ``floor`` does; ``min``, ``max``, ``%`` and ``**`` are read by the sympy reader and
-converted (sympy orders and simplifies their arguments); comparisons whose two sides differ by a constant are
-decided, as sympy decides them.  Anything the sympy reader refuses is left to it, so that it raises its own
+``floor`` as sympy's ``floor`` does; ``min`` and ``max`` of linear forms that sympy keeps unevaluated take
+its order of the arguments; ``%`` by a constant drops the terms it divides; ``**`` and the other ``min``,
+``max`` and ``%`` are read by the sympy reader and converted (sympy simplifies them); comparisons whose two
+sides differ by a constant are decided, as sympy decides them, and equalities are kept only where sympy
+cannot decide them either.  Anything the sympy reader refuses is left to it, so that it raises its own
 error at the same place.
 """
 
@@ -106,9 +108,11 @@ def _expr(r, node) -> dict:
         raise _Fallback
     if t is ast.BinOp:
         op = type(node.op)
-        if op not in (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv):
-            return _via_sympy(r, node)  # `%`, `**`: sympy simplifies them
+        if op not in (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod):
+            return _via_sympy(r, node)  # `**`: sympy simplifies it
         a, b = _expr(r, node.left), _expr(r, node.right)
+        if op is ast.Mod:
+            return _mod(a, b)
         if op is ast.Add:
             return f.add(a, b)
         if op is ast.Sub:
@@ -126,8 +130,58 @@ def _expr(r, node) -> dict:
         q = f.scale(a, _1 / cb)
         return q if op is ast.Div else _floor(q)
     if t is ast.Call and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
-        return _via_sympy(r, node)  # sympy orders and prunes the arguments
+        if len(node.args) < 2 or node.keywords:
+            raise _Fallback
+        return _min_max(node.func.id, [_expr(r, a) for a in node.args])
     raise _Fallback
+
+
+def _mod(a: dict, b: dict) -> dict:
+    """``a % b`` as sympy's ``Mod`` keeps it, for ``a`` with integer coefficients, all of them positive and one
+    of them 1 (sympy cannot decide its parity or divisibility), and a constant ``b >= 2``: the terms whose
+    coefficient ``b`` divides drop out, the constant is taken modulo ``b``; otherwise sympy reads it."""
+    k = f.constant(b)
+    if k is None or k.denominator != 1 or k < 2 or not _plain(a):
+        raise _Fallback
+    if any(c.denominator != 1 for c in a.values()) or \
+            not all(c > 0 for x, c in a.items() if x != f.ONE) or _1 not in a.values():
+        raise _Fallback
+    k = int(k)
+    out = {x: c for x, c in a.items() if x != f.ONE and c % k}
+    if a.get(f.ONE, 0) % k:
+        out[f.ONE] = a[f.ONE] % k
+    return f.mod_of(out, k)
+
+
+def _nodes(form: dict) -> int:
+    """The number of nodes of the sympy expression of the linear form (sympy's ``_node_count``): a number or a
+    symbol 1, ``c*x`` 3, a sum 1 more than its terms."""
+    n = sum(1 if (a == f.ONE or c == 1) else 3 for a, c in form.items())
+    return n + 1 if len(form) > 1 else max(n, 1)
+
+
+def _min_max(kind: str, args: list) -> dict:
+    """``min``/``max`` of linear forms as ``_min_max`` of :mod:`~meshplan.models.loops.flow_parts` builds it
+    (unevaluated when no two arguments are equal or differ by a constant), with the arguments in sympy's
+    order (``ordered``: by node count, then by sort key; the sort key is taken here only between plain
+    symbols, by name); otherwise sympy reads it."""
+    if not all(_plain(a) for a in args):
+        raise _Fallback
+    rests = [frozenset((x, c) for x, c in a.items() if x != f.ONE) for a in args]
+    if len(set(rests)) != len(rests):
+        raise _Fallback  # sympy drops arguments that are implied
+    keys = []
+    for a in args:
+        n = _nodes(a)
+        if n == 1 and len(a) == 1 and f.ONE not in a:
+            keys.append((1, next(iter(a))))  # a plain symbol: by name
+        else:
+            keys.append((n, ""))
+    for i, k in enumerate(keys):
+        if any(k[0] == j[0] and not (k[1] and j[1]) for j in keys[:i]):
+            raise _Fallback  # tied node counts other than between symbols: sympy's sort key decides
+    order = sorted(range(len(args)), key=lambda i: keys[i])
+    return f.min_max(kind, [args[i] for i in order])
 
 
 def _guard(r, test) -> list:
@@ -174,11 +228,24 @@ def _cond(r, test):
         c = f.constant(d)
         if c is not None:
             rels.append(_decide(op, c))
-        elif op in ("=", "!=") or not _plain(d):
+        elif not (_plain(d) and (op not in ("=", "!=") or _undecided(d))) and not (op in ("=", "!=") and _residue(d)):
             raise _Fallback  # sympy may decide these (parity, signs of min/max/floor/mod)
         else:
             rels.append(("rel", op, d))
     return _lattice("and", rels)
+
+
+def _undecided(d: dict) -> bool:
+    """``d = 0`` is left open by sympy: integer coefficients, one of them 1 or -1 (no parity argument)."""
+    return all(c.denominator == 1 for c in d.values()) and any(abs(c) == 1 for x, c in d.items() if x != f.ONE)
+
+
+def _residue(d: dict) -> bool:
+    """``d`` is ``x mod k - c`` with ``0 <= c < k`` (``x mod k = c`` is left open by sympy)."""
+    c = -d.get(f.ONE, 0)
+    rest = [(x, v) for x, v in d.items() if x != f.ONE]
+    return len(rest) == 1 and rest[0][1] == 1 and isinstance(rest[0][0], tuple) and rest[0][0][0] == "mod" \
+        and c.denominator == 1 and 0 <= c < rest[0][0][2]
 
 
 def _lattice(kind: str, parts: list):

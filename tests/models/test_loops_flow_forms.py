@@ -55,9 +55,35 @@ def _canon(c):
     return c
 
 
+def _random_sources(count: int) -> list[str]:
+    """Loops whose bounds and conditions are random sums, ``min``/``max``, ``//`` and comparisons of linear
+    terms (the cases where the forms follow sympy's ordering and simplification rules)."""
+    import random
+
+    rng = random.Random(7)
+
+    def lin():
+        terms = [f"{rng.choice([-2, -1, 1, 1, 2, 3])} * {v}" for v in rng.sample(["n", "m", "i", "k"], rng.randint(1, 2))]
+        if rng.random() < 0.6:
+            terms.append(str(rng.randint(-3, 3)))
+        e = " + ".join(terms)
+        return rng.choice([e, f"({e}) // {rng.choice([2, 3, -2])}", f"{rng.choice(['n', 'm', 'k'])}"])
+
+    out = []
+    for _ in range(count):
+        bound = f"{rng.choice(['min', 'max'])}({', '.join(lin() for _ in range(rng.randint(2, 3)))})"
+        cond = rng.choice([f"{lin()} < {lin()}", f"{lin()} >= {lin()} and {lin()} <= n", f"not {lin()} > m",
+                           f"{lin()} != {lin()}", f"{lin()} == {lin()} or {lin()} > 0",
+                           f"({lin()}) % {rng.choice([2, 3])} == {rng.randint(-1, 3)}",
+                           f"i % 2 != 1 and ({lin()}) % 3 == 0"])
+        out.append(f"def f(n, m):\n    for i in range({bound}):\n        k = {lin()}\n        while k < {lin()}:\n"
+                   f"            if {cond}:\n                A[i] += 1\n            k += 1\n")
+    return out
+
+
 def test_forms_equal_the_forms_of_the_sympy_expressions():
     checked = {"values": 0, "guard": 0, "cond": 0}
-    for src in _sources():
+    for src in _sources() + _random_sources(300):
         for flow in parse_flow_source(src):
             for nd in walk_nodes(flow.body):
                 for name, kind in (("values", Assign), ("guard", Loop), ("cond", (Branch, Opaque))):
