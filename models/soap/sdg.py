@@ -31,7 +31,8 @@ from meshplan.models.soap.access import Component, components
 from meshplan.models.loops.program import Program
 from meshplan.models.soap.symbolic import simplified
 from meshplan.models.soap.dead import constant_in_tile, input_free_writers
-from meshplan.models.soap.terms import Term, UnionFind, access_text, box, default_size, input_terms, tile_symbol
+from meshplan.models.soap.terms import (Term, UnionFind, access_text, box, default_size, input_terms, undominated,
+                                        merge_writers, tile_symbol)
 
 __all__ = ["Term", "SubProblem", "Sdg", "build_sdg", "subgraph_problem", "tile_symbol"]
 
@@ -359,7 +360,7 @@ def internal_reads(arr: str, cs: list[Component], terms: list[Term], comps: list
             parts.append(dims)
             notes.append(f"{c.stmt}: read {access_text(c.access)} touches elements of {arr} the tile's writers "
                          f"need not compute: |{arr} written ∪ read| ≥ its largest part (section 5.5.3)")
-    parts = _undominated(parts)
+    parts = undominated(parts)
     out = list(terms)
     label = f"{term.label} ∪ " + " ∪ ".join(access_text(c.access) for c in cs)
     if len(parts) > 1:
@@ -368,56 +369,3 @@ def internal_reads(arr: str, cs: list[Component], terms: list[Term], comps: list
         out[own[0]] = Term(arr, "input", parts[0], (0,) * len(parts[0]), label=label)
     return out + extra
 
-
-def _undominated(parts: list) -> list:
-    """The parts of a union whose box is not a sub-box of another part's (every ``|D| ≥ 1``, so such a
-    part is never the largest: the max is unchanged, and :mod:`cases` splits fewer cases)."""
-    def inside(a, b) -> bool:
-        rest = list(b)
-        for d in a:
-            if d not in rest:
-                return False
-            rest.remove(d)
-        return True
-
-    out = []
-    for n, a in enumerate(parts):
-        if any(m != n and inside(a, b) and (not inside(b, a) or m < n) for m, b in enumerate(parts)):
-            continue
-        out.append(a)
-    return out
-
-
-
-def merge_writers(terms: list[Term], own_chain: list[bool], notes: list[str]) -> list[Term]:
-    """One array's Corollary 5.1 terms of several writers' own update chains as one bounded-overlap union.
-
-    ``terms`` start with the Corollary 5.1 terms, ``own_chain[n]`` telling whether term ``n``'s group holds
-    only its writers' own accesses.  Each such term whose size is its box (no halo, one older version per
-    element) counts the elements whose chain enters the tile from outside: one dominator vertex per
-    element.  Two writers of one array (symm's ``C[k, j] += …`` along ``i`` and ``C[i, j] = β·C[i, j] + …``)
-    write boxes that coincide when a tile's rows do, and an element's chain then enters once: the sum of
-    the two terms over-counts the dominator, which shrinks the feasible set of problem (5.8) and so
-    over-states the bound.  Their union has at least as many elements as its largest part (section
-    5.5.3).  A term whose values another statement reads as an operand (LU's ``A[i, k]``, the column
-    the trailing update reads) keeps its own term: the thesis bounds that access by the producer's
-    intensity (section 4.4.2, Lemma 4.8, Corollary 4.1), as in its LU and Cholesky derivations (4.6.1,
-    4.6.2).
-    """
-    by: dict[str, list[int]] = {}
-    for n, t in enumerate(terms[:len(own_chain)]):
-        if own_chain[n] and not any(t.t) and t.t_version == 1:
-            by.setdefault(t.array, []).append(n)
-    drop: set[int] = set()
-    out = list(terms)
-    for arr, ns in by.items():
-        if len(ns) < 2:
-            continue
-        parts = _undominated([terms[n].dims for n in ns])
-        label = " ∪ ".join(terms[n].label for n in ns)
-        out[ns[0]] = (Term(arr, "union", (), (), parts=tuple(parts), label=label) if len(parts) > 1 else
-                      Term(arr, "inout", parts[0], (0,) * len(parts[0]), (), 1, label=label))
-        drop |= set(ns[1:])
-        notes.append(f"{arr}: written by several statements as {label}: one older version per element, "
-                     "|∪| ≥ its largest part (section 5.5.3)")
-    return [t for n, t in enumerate(out) if n not in drop]

@@ -20,7 +20,7 @@ from meshplan.models.soap.access import Component, elements, sample_iterations
 from meshplan.models.loops.program import Program, Statement, sym
 from meshplan.models.soap.symbolic import simplified
 
-__all__ = ["Term", "tile_symbol", "box", "input_terms", "UnionFind", "access_text"]
+__all__ = ["Term", "tile_symbol", "box", "input_terms", "merge_writers", "undominated", "UnionFind", "access_text"]
 
 
 def tile_symbol(cls: str) -> sp.Symbol:
@@ -54,9 +54,11 @@ class Term:
     parts: tuple[tuple[tuple[str, ...], ...], ...] = ()
     label: str = ""
     #: groups of ``parts`` (indices) that are separate arrays among themselves (the triangular pair of
-    #: section 4.6.2, the lower-order overlap of 5.5.1): the union holds at least each group's sum.  The
-    #: size (and the max cases) keep the max of single parts; :mod:`meshplan.solvers.soap.chi` uses the
-    #: sums where the parts fall into statements that share no tile variable.
+    #: section 4.6.2, the lower-order overlap of 5.5.1): the union holds at least each group's sum, and
+    #: ``size`` is the largest sum.  A max of sums is no case of monomial order constraints, so the max
+    #: cases (and the integer tiles) bound it by the largest single part (valid, weaker);
+    #: :mod:`meshplan.solvers.soap.groups` uses the sums where the parts fall into statements that share
+    #: no tile variable.
     sums: tuple[tuple[int, ...], ...] = ()
 
     def size(self, D: dict[str, sp.Expr]) -> sp.Expr:
@@ -68,8 +70,9 @@ class Term:
                 return D[vs[0]]
             return sp.Max(*[D[v] for v in vs])  # ≤ #distinct values of a linear g (section 5.5.3)
 
-        if self.kind == "union":
-            return sp.Max(*[sp.Mul(*[side(d) for d in part]) for part in self.parts])  # ≤ |union|
+        if self.kind == "union":   # ≤ |union|: its largest sum group (a part alone without sums)
+            groups = self.sums or tuple((n,) for n in range(len(self.parts)))
+            return sp.Max(*[sp.Add(*[sp.Mul(*[side(d) for d in self.parts[n]]) for n in g]) for g in groups])
         s = [side(d) for d in self.dims]
         t = list(self.t)
         if self.kind == "inout":
@@ -308,3 +311,56 @@ def _lower_order(ga, gb, prog: Program, sample_size: int, limit: int = 4000):
     eqs = [sp.Eq(x, y) for x, y in zip(ga[0].access.index, gb[0].access.index) if simplified(x - y) != 0]
     where = ", ".join(str(e).replace("Eq(", "").replace(")", "").replace(", ", " = ") for e in eqs)
     return f"{{{where}}}" + ("" if shares[0] else " (empty within each version)")
+
+
+def merge_writers(terms: list[Term], own_chain: list[bool], notes: list[str]) -> list[Term]:
+    """One array's Corollary 5.1 terms of several writers' own update chains as one bounded-overlap union.
+
+    ``terms`` start with the Corollary 5.1 terms, ``own_chain[n]`` telling whether term ``n``'s group holds
+    only its writers' own accesses.  Each such term whose size is its box (no halo, one older version per
+    element) counts the elements whose chain enters the tile from outside: one dominator vertex per
+    element.  Two writers of one array (symm's ``C[k, j] += …`` along ``i`` and ``C[i, j] = β·C[i, j] + …``)
+    write boxes that coincide when a tile's rows do, and an element's chain then enters once: the sum of
+    the two terms over-counts the dominator, which shrinks the feasible set of problem (5.8) and so
+    over-states the bound.  Their union has at least as many elements as its largest part (section
+    5.5.3).  A term whose values another statement reads as an operand (LU's ``A[i, k]``, the column
+    the trailing update reads) keeps its own term: the thesis bounds that access by the producer's
+    intensity (section 4.4.2, Lemma 4.8, Corollary 4.1), as in its LU and Cholesky derivations (4.6.1,
+    4.6.2).
+    """
+    by: dict[str, list[int]] = {}
+    for n, t in enumerate(terms[:len(own_chain)]):
+        if own_chain[n] and not any(t.t) and t.t_version == 1:
+            by.setdefault(t.array, []).append(n)
+    drop: set[int] = set()
+    out = list(terms)
+    for arr, ns in by.items():
+        if len(ns) < 2:
+            continue
+        parts = undominated([terms[n].dims for n in ns])
+        label = " ∪ ".join(terms[n].label for n in ns)
+        out[ns[0]] = (Term(arr, "union", (), (), parts=tuple(parts), label=label) if len(parts) > 1 else
+                      Term(arr, "inout", parts[0], (0,) * len(parts[0]), (), 1, label=label))
+        drop |= set(ns[1:])
+        notes.append(f"{arr}: written by several statements as {label}: one older version per element, "
+                     "|∪| ≥ its largest part (section 5.5.3)")
+    return [t for n, t in enumerate(out) if n not in drop]
+
+
+def undominated(parts: list) -> list:
+    """The parts of a union whose box is not a sub-box of another part's (every ``|D| ≥ 1``, so such a
+    part is never the largest: the max is unchanged, and :mod:`cases` splits fewer cases)."""
+    def inside(a, b) -> bool:
+        rest = list(b)
+        for d in a:
+            if d not in rest:
+                return False
+            rest.remove(d)
+        return True
+
+    out = []
+    for n, a in enumerate(parts):
+        if any(m != n and inside(a, b) and (not inside(b, a) or m < n) for m, b in enumerate(parts)):
+            continue
+        out.append(a)
+    return out
