@@ -109,8 +109,12 @@ def _atom_isl(a) -> str:
 def isl_form(f) -> str:
     """``(Σ k·a + k_0)/L`` with integers ``k`` (``L`` the common denominator), in isl's syntax."""
     items = list(f.items() if isinstance(f, dict) else f)
-    den = lcm(*[c.denominator for _, c in items]) if items else 1
-    parts = [str(int(c * den)) if a == ONE else f"{int(c * den)}*{_atom_isl(a)}" for a, c in items]
+    den = 1
+    for _, c in items:
+        if c.denominator != 1:
+            den = lcm(den, c.denominator)
+    ks = [c.numerator * (den // c.denominator) for _, c in items]  # integer arithmetic: no Fraction products
+    parts = [str(k) if a == ONE else f"{k}*{_atom_isl(a)}" for (a, _), k in zip(items, ks)]
     text = " + ".join(parts) or "0"
     return f"({text})" if den == 1 else f"(({text})/{den})"
 

@@ -264,6 +264,18 @@ def _cases(pw, names: list, context, text: str) -> Cases:
     return Cases(text, pieces, names, covers)
 
 
+@lru_cache(maxsize=256)
+def _context(params: tuple[str, ...], procs: str | None):
+    """The parameter values counted over: every parameter non-negative, ``procs`` at least 1 (an isl set,
+    immutable, shared by the nests with the same parameters)."""
+    import islpy as isl
+
+    if not params:
+        return isl.Set("{ : }")
+    return isl.Set(f"[{', '.join(params)}] -> {{ : " +
+                   " and ".join(f"{q} >= {1 if q == procs else 0}" for q in params) + " }")
+
+
 def count_domains(domains: dict[str, Domain], params: tuple[str, ...], procs: str | None = None
                   ) -> dict[str, Cases] | None:
     """Per statement the :class:`Cases` of its domain's size; None when a domain is unbounded (a loop that
@@ -272,9 +284,7 @@ def count_domains(domains: dict[str, Domain], params: tuple[str, ...], procs: st
     import islpy as isl
 
     names = list(params)
-    context = isl.Set(f"[{', '.join(names)}] -> {{ : " +
-                      " and ".join(f"{q} >= {1 if q == procs else 0}" for q in names) + " }") if names else \
-        isl.Set("{ : }")
+    context = _context(tuple(params), procs)
     out = {}
     for name, dom in domains.items():
         pw = isl.Set(isl_text(dom, params, procs)).card().coalesce()
