@@ -242,9 +242,10 @@ def _cases(pw, names: list, context, text: str) -> Cases:
     """isl's pieces of ``pw`` (a count over the parameter set ``context``) as :class:`Cases`: conditions gisted
     against the context; a piece that is 0 wherever no piece holds is extended there (``n*(n - 1)/2``
     instead of cases)."""
-    pieces = []
+    pieces, covers = [], False
     for dom, qp in pw.get_pieces():
         dom = dom.gist(context)
+        covers = covers or dom.plain_is_universe()  # the piece holds on all of the context: nothing is left
         bss = dom.get_basic_sets()
         if not bss:
             continue
@@ -253,8 +254,9 @@ def _cases(pw, names: list, context, text: str) -> Cases:
         pieces.append((qp, dom, qp_text(qp, names)))
     if not pieces:
         return Cases(text, [], names, False)
-    rest = context.subtract(pw.domain())
-    covers = rest.is_empty()
+    if not covers:
+        rest = context.subtract(pw.domain())
+        covers = rest.is_empty()
     if not covers:
         rest = Region(rest)
         k = next((i for i, (qp, _, _) in enumerate(pieces) if _extends(qp, rest, names)), None)
