@@ -56,7 +56,6 @@ def report_json(res, values: dict[str, int], *, tiles: bool = True, time_limit_s
     from meshplan.models.loops.program import sym
     from meshplan.models.soap.cases import constraint_text
     from meshplan.solvers.soap.chi import S
-    from meshplan.solvers.soap.tiles import integer_tiles as _tiles
 
     prog = res.program
     dom = res.dominant
@@ -121,6 +120,8 @@ def report_json(res, values: dict[str, int], *, tiles: bool = True, time_limit_s
             v["parallel_bound"] = res.evaluate(values)
         out["values"] = v
         if tiles and dom_it is not None and dom_it.method != "unbounded":
+            from meshplan.solvers.soap.tiles import integer_tiles as _tiles   # (CP-SAT: only when tiles are computed)
+
             tr = _tiles(prog, dom_it, values, time_limit_s=time_limit_s)
             out["integer_tiles"] = {
                 "subgraph": list(tr.subgraph), "status": tr.status, "X0": tr.budget, "S": tr.memory,

@@ -8,6 +8,7 @@ the statements' AM–GM constants when several statements share the work.
 from __future__ import annotations
 
 import functools
+import math
 from fractions import Fraction
 
 from meshplan.models.soap.sdg import SubProblem
@@ -108,11 +109,25 @@ def _hall(reach: list[frozenset], c: list[Fraction]) -> Fraction:
     so ``θ* = min_T c(N(T))/|T|`` and ``z = max_T |T|/c(N(T))`` — the LP's optimal value, which is unique,
     as an exact ``Fraction`` (the same value the simplex returns)."""
     n = len(reach)
-    best = None
+    # in integers: caps over the coefficients' common denominator L, statement sets and their
+    # neighbourhoods as bit masks (each union from the mask without its lowest statement), ratios compared
+    # by cross-multiplying; the maximum |T|/c(N(T)) is the same Fraction as summing Fractions per subset
+    L = 1
+    for cj in c:
+        L = L * cj.denominator // math.gcd(L, cj.denominator)
+    ci = [cj.numerator * (L // cj.denominator) for cj in c]
+    bits = [sum(1 << j for j in r) for r in reach]
+    union = [0] * (1 << n)
+    best_k, best_cap = 0, 1
     for mask in range(1, 1 << n):
-        T = [reach[s] for s in range(n) if mask >> s & 1]
-        cap = sum((c[j] for j in frozenset().union(*T)), Fraction(0))
-        ratio = Fraction(len(T)) / cap
-        if best is None or ratio > best:
-            best = ratio
-    return best
+        low = mask & -mask
+        u = union[mask] = union[mask ^ low] | bits[low.bit_length() - 1]
+        cap = 0
+        while u:
+            b = u & -u
+            cap += ci[b.bit_length() - 1]
+            u ^= b
+        k = mask.bit_count()
+        if k * best_cap > best_k * cap:
+            best_k, best_cap = k, cap
+    return Fraction(best_k * L, best_cap)

@@ -103,8 +103,40 @@ def _feasible_rows(ints, den, rows, m, c, W) -> bool:
 
 
 def _face_rows(A, G):
-    """The constraint rows of :func:`_face_min`'s LP (the same for every ``d``), converted once."""
-    return int_rows([list(r) + [Fraction(-1)] for r in A] + [list(r) + [Fraction(0)] for r in G])
+    """The constraint rows of :func:`_face_min`'s LP (the same for every ``d``), converted once per pair of
+    row lists (:func:`_converted`)."""
+    return _converted(A, G)[2]
+
+
+def _converted(A, G) -> tuple:
+    """``(A, G, face rows, rows)``: :func:`_face_min`'s LP rows and the rows of ``A`` then ``G`` as integers
+    over one denominator each (:func:`~meshplan.solvers.soap.lp.int_rows`), once per pair of row lists —
+    the exponent LPs of a subgraph share them (read only), and the face search, its shortcuts and
+    :func:`nondegenerate` ask for them per statement.  Looked up by the lists' identities; the entry holds
+    the lists, so an identity is not reused while it is stored."""
+    got = _CONVERTED.get((id(A), id(G)))
+    if got is not None and got[0] is A and got[1] is G:
+        return got
+    face = int_rows([list(r) + [Fraction(-1)] for r in A] + [list(r) + [Fraction(0)] for r in G])
+    out = (A, G, face, int_rows(list(A) + list(G)))
+    if len(_CONVERTED) > 4096:
+        _CONVERTED.clear()
+    _CONVERTED[id(A), id(G)] = out
+    return out
+
+
+_CONVERTED: dict[tuple[int, int], tuple] = {}
+
+
+def _activities(A, G, x) -> tuple[list[int], int, list[tuple[list[int], int]]]:
+    """``x = xs/L`` as integers over one denominator ``L`` and the converted rows of ``A`` then ``G``: row
+    ``r`` (``ints/den``) has ``a·x = Σ ints·xs / (den·L)``, compared exactly without a ``Fraction``."""
+    ratios = [v.as_integer_ratio() for v in x]
+    L = 1
+    for _, d in ratios:
+        if d != 1:
+            L = L * d // math.gcd(L, d)
+    return [n * (L // d) for n, d in ratios], L, _converted(A, G)[3]
 
 
 #: the optimal face is explored (2 exact LPs per access monomial) only up to this many access
@@ -144,9 +176,12 @@ def nondegenerate(A, G, x) -> bool:
     """The primal vertex ``x`` of ``max c·x, A x ≤ 1, G x ≤ 0, x ≥ 0`` has exactly one positive
     component (variable or slack) per row: every basic variable is positive, so complementary
     slackness fixes the dual — the optimal face is the one point the simplex returned."""
-    rows = [(r, 1) for r in A] + [(r, 0) for r in G]
+    xs, L, rows = _activities(A, G, x)
+    m = len(A)
     positive = sum(1 for v in x if v > 0)
-    positive += sum(1 for r, b in rows if b - sum((a * v for a, v in zip(r, x) if a), Fraction(0)) > 0)
+    for r, (ints, den) in enumerate(rows):     # slack b − a·x > 0, b = 1 on A's rows and 0 on G's
+        ax = sum([a * v for a, v in zip(ints, xs) if a])
+        positive += ax < den * L if r < m else ax < 0
     return positive == len(rows)
 
 
@@ -192,11 +227,12 @@ def _descend(verts: list[list[float]], coeffs: list[float], W: float) -> tuple[l
     return lam, cur
 
 
-def _face_floor(A, coeffs, W, x) -> float:
+def _face_floor(A, G, coeffs, W, x) -> float:
     """A lower bound on ``log C(w)`` over the optimal face: its ``w`` vanish on the rows with slack at the
     primal optimum ``x`` (complementary slackness) and sum to ``W``, and on that simplex the convex
     ``Σ w_j log(w_j/(W c_j))`` is least at ``w_j ∝ c_j``, where it is ``−W·log Σ_{tight} c_j``."""
-    tight = [cj for row, cj in zip(A, coeffs) if sum((a * v for a, v in zip(row, x) if a), Fraction(0)) == 1]
+    xs, L, rows = _activities(A, G, x)
+    tight = [cj for (ints, den), cj in zip(rows, coeffs) if sum([a * v for a, v in zip(ints, xs) if a]) == den * L]
     return -float(W) * math.log(float(sum(tight, Fraction(0)))) if tight else -math.inf
 
 
@@ -233,7 +269,7 @@ def best_dual(A, G, c, coeffs, W, w0, mu0, x=None):
     combination beats the vertex."""
     if len(A) <= 1 or len(A) > MAX_FACE_ROWS or (x is not None and nondegenerate(A, G, x)):
         return w0, mu0
-    if x is not None and log_constant(w0, coeffs, W) <= _face_floor(A, coeffs, W, x) + 1e-10:
+    if x is not None and log_constant(w0, coeffs, W) <= _face_floor(A, G, coeffs, W, x) + 1e-10:
         return w0, mu0     # nothing on the face beats w0 by the margin below (1e-9), so the search keeps it
     if _least_at(A, G, c, coeffs, W, w0):
         return w0, mu0     # w0 minimizes log C on the face: nothing there beats it by the margin (1e-9)

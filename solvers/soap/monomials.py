@@ -132,15 +132,41 @@ def _intern(table: dict, value: tuple) -> int:
 
 @functools.lru_cache(maxsize=8192)
 def _monomials_of(terms: tuple) -> tuple[dict[tuple, Fraction], int]:
-    monos: dict[tuple, Fraction] = {}
+    """The access monomials of ``terms`` and their table's number.  Summed by each monomial's interned
+    number (:func:`_keyed`) and the table looked up by those numbers and the coefficients' integer
+    parts, so that a table seen before (the max cases of one subgraph share most) is neither built nor
+    hashed again: hashing ``Fraction`` exponents dominated the unboundedness test of many-case programs."""
+    acc: dict[int, list] = {}
     for term in terms:
-        for c, key in _keyed(term):
-            monos[key] = monos[key] + c if key in monos else c
-    return monos, _intern(_MONO_IDS, tuple(monos.items()))
+        for c, key, kid in _keyed(term):
+            got = acc.get(kid)
+            if got is None:
+                acc[kid] = [key, c]
+            else:
+                got[1] = got[1] + c
+    sig = tuple((kid, c.numerator, c.denominator) for kid, (_, c) in acc.items())
+    table = _intern(_MONO_IDS, sig)
+    monos = _TABLES.get(table)
+    if monos is None:
+        if len(_TABLES) > CACHE_LIMIT:
+            _TABLES.clear()
+        monos = _TABLES[table] = {key: c for key, c in acc.values()}
+    return monos, table
+
+
+#: access-monomial tables by their number (shared, read only)
+_TABLES: dict[int, dict[tuple, Fraction]] = {}
+#: exponent keys → a number (:func:`_keyed`; never cleared, so one key has one number: a program has few)
+_KEY_IDS: dict[tuple, int] = {}
 
 
 @functools.lru_cache(maxsize=65536)
-def _keyed(term: Term) -> tuple[tuple[Fraction, tuple], ...]:
-    """``term``'s posynomial with each exponent dict as a sorted key, once per term (the max cases of one
-    program share most of their terms: deriche's 1 372 cases have far fewer distinct ones)."""
-    return tuple((c, tuple(sorted((k, v) for k, v in e.items() if v != 0))) for c, e in posynomial(term))
+def _keyed(term: Term) -> tuple[tuple[Fraction, tuple, int], ...]:
+    """``term``'s posynomial with each exponent dict as a sorted key and the key's interned number, once
+    per term (the max cases of one program share most of their terms: deriche's 1 372 cases have far
+    fewer distinct ones)."""
+    out = []
+    for c, e in posynomial(term):
+        key = tuple(sorted((k, v) for k, v in e.items() if v != 0))
+        out.append((c, key, _KEY_IDS.setdefault(key, len(_KEY_IDS))))
+    return tuple(out)

@@ -46,8 +46,9 @@ def _lp_rows(problem: SubProblem, monos: dict, work_cls):
     if not keys:
         return None
     _, monos_id, constraints_id = structure(problem)
+    zero = Fraction(0)   # (one object for every absent entry: a Fraction is immutable)
     A = cached(_ROWS, ("A", monos_id, problem.classes),
-                lambda: [[kd.get(v, Fraction(0)) for v in classes] for kd in map(dict, keys)])
+                lambda: [[kd.get(v, zero) for v in classes] for kd in map(dict, keys)])
     G = cached(_ROWS, ("G", constraints_id, problem.classes),
                 lambda: [[Fraction(gd.get(v, 0)) for v in classes] for gd in map(dict, problem.constraints)])
     a = [Fraction(work_cls.count(v)) for v in classes]
