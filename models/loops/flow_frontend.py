@@ -34,7 +34,7 @@ from meshplan.models.core.errors import ParseError
 from meshplan.models.loops.control import Assign, Branch, Deferred, Flow, Loop, Opaque, Work
 from meshplan.models.loops.forms import add, atom, constant, names, negate_cond, sub
 from meshplan.models.loops.flow_forms import cond_form, expr_forms, guard_forms
-from meshplan.models.loops.flow_parts import _early_exit, _grid, _iteration_vars, _markers, _min_max, _names
+from meshplan.models.loops.flow_parts import _early_exit, _grid, _iteration_vars, _markers, _min_max, _names, _walk
 from meshplan.models.loops.frontend import _Reader, functions
 from meshplan.models.loops.program import sym
 
@@ -101,7 +101,7 @@ class _FlowReader(_Reader):
         self.used_vars = {}
         self.notes: list[str] = []
         self.n_work = self.n_unknown = 0
-        nodes = list(ast.walk(fn))  # one walk of the function, read by the three passes below
+        nodes = _walk(fn)  # one walk of the function, read by the three passes below
         names = [n for n in nodes if isinstance(n, ast.Name)]
         self.itvars = _iteration_vars(nodes)
         self.data = {n.id for n in names if isinstance(n.ctx, ast.Store)}
@@ -203,7 +203,7 @@ class _FlowReader(_Reader):
             body = self.block(body_nodes, depth + 1, loopvars)
         except _Outside:
             body = ()
-        assigned = {n.id for n in ast.walk(ast.Module(body=list(body_nodes), type_ignores=[]))
+        assigned = {n.id for n in _walk(ast.Module(body=list(body_nodes), type_ignores=[]))
                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         return Opaque(u, body, node.lineno, construct, tuple(sorted((assigned | set(extra)) & self.itvars)), cond)
 
@@ -284,7 +284,7 @@ class _FlowReader(_Reader):
     def branch(self, node: ast.If, depth, loopvars) -> list:
         names = _names(node.test)
         data = names & (self.itvars | self.data) or any(isinstance(n, (ast.Subscript, ast.Call))
-                                                            for n in ast.walk(node.test))
+                                                            for n in _walk(node.test))
         cond = None
         if not data:
             try:
@@ -293,7 +293,7 @@ class _FlowReader(_Reader):
                 data = True
         if data or (names & self.grid_ranks):
             if cond is None and not (names & self.data) and not any(isinstance(n, (ast.Subscript, ast.Call))
-                                                                    for n in ast.walk(node.test)):
+                                                                    for n in _walk(node.test)):
                 try:  # a condition on iteration variables and parameters (no data) is kept for the counter
                     cond = self._condition(node.test)
                 except _Outside:

@@ -32,8 +32,28 @@ def _markers(text: str) -> dict[int, str]:
     return out
 
 
+def _children(node) -> list:
+    """``list(ast.iter_child_nodes(node))`` without its generators (the walks below run once per node)."""
+    out = []
+    for name in node._fields:
+        v = getattr(node, name, None)
+        if isinstance(v, ast.AST):
+            out.append(v)
+        elif isinstance(v, list):
+            out.extend(x for x in v if isinstance(x, ast.AST))
+    return out
+
+
+def _walk(node) -> list:
+    """``list(ast.walk(node))``: ``node`` and every node under it, breadth-first, in the same order."""
+    out = [node]
+    for n in out:  # the list grows while it is read
+        out.extend(_children(n))
+    return out
+
+
 def _names(node) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} if node is not None else set()
+    return {n.id for n in _walk(node) if isinstance(n, ast.Name)} if node is not None else set()
 
 
 def _early_exit(body) -> str | None:
@@ -45,7 +65,7 @@ def _early_exit(body) -> str | None:
             return type(nd).__name__.lower()
         if isinstance(nd, (ast.For, ast.While, ast.FunctionDef, ast.Lambda)):
             continue
-        todo.extend(ast.iter_child_nodes(nd))
+        todo.extend(_children(nd))
     return None
 
 
@@ -78,7 +98,7 @@ def _min_max(which: str, args: list[sp.Expr]) -> sp.Expr:
 def _iteration_vars(nodes) -> set[str]:
     """The iteration variables: names that steer control flow (read by a loop guard, a ``range``, or the update of
     another iteration variable) and are assigned integers, not data; ``nodes``: every node of the function
-    (``ast.walk``)."""
+    (:func:`_walk`)."""
     assigned: dict[str, set[str]] = {}
     control: set[str] = set()
     for node in nodes:
@@ -117,7 +137,7 @@ def _data_valued(nodes) -> set[str]:
             bad = any(isinstance(x, (ast.Subscript, ast.Attribute)) or (isinstance(x, ast.Constant)
                       and not isinstance(x.value, int)) or (isinstance(x, ast.Call) and not (
                       isinstance(x.func, ast.Name) and x.func.id in ("min", "max")))
-                      for x in ast.walk(node.value))
+                      for x in _walk(node.value))
             if bad:
                 out |= {t.id for t in tgts if isinstance(t, ast.Name)}
     return out

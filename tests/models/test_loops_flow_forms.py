@@ -126,3 +126,13 @@ def test_deferred_is_built_once_and_replace_drops_the_forms():
     assert lp.guard == lp.guard and len(calls) == 1
     assert forms_of(lp, "guard") == ({"n": 1},)
     assert forms_of(replace(lp, guard=(sp.Integer(1),)), "guard") is None
+
+
+def test_walk_is_ast_walk():
+    import ast
+
+    from meshplan.models.loops.flow_parts import _walk
+
+    for src in _sources()[::7]:
+        tree = ast.parse(src)
+        assert _walk(tree) == list(ast.walk(tree))
