@@ -105,23 +105,32 @@ def set_text(s, names: list) -> str:
 
 
 class Region:
-    """A set of parameter values, split once for :func:`_zero_on`: per basic set a sample point and the range
-    of each parameter that is bounded there (None when some range has more than ``most`` values)."""
+    """A set of parameter values, split once for :func:`_zero_on`: per basic set a sample point (``points``) and,
+    when first asked for (``parts``), the range of each parameter that is bounded there (None when some range
+    has more than ``most`` values)."""
 
     def __init__(self, region, most: int = 64) -> None:
-        import islpy as isl
+        self.set, self.most = region, most
+        self.points = [(bs, bs.sample_point()) for bs in region.get_basic_sets()]
+        self._parts = None
 
-        n = region.dim(_PARAM)
-        self.set, self.parts = region, []
-        for bs in region.get_basic_sets():
-            flat = isl.Set.from_basic_set(bs.move_dims(isl.dim_type.set, 0, _PARAM, 0, n))
-            ranges = {}
-            for i in range(n):
-                hi = flat.dim_max_val(i)
-                if hi.is_int():
-                    a, b = flat.dim_min_val(i).to_python(), hi.to_python()
-                    ranges[i] = range(a, b + 1) if b - a < most else None
-            self.parts.append((bs, bs.sample_point(), ranges))
+    @property
+    def parts(self) -> list:
+        if self._parts is None:
+            import islpy as isl
+
+            n = self.set.dim(_PARAM)
+            self._parts = []
+            for bs, pt in self.points:
+                flat = isl.Set.from_basic_set(bs.move_dims(isl.dim_type.set, 0, _PARAM, 0, n))
+                ranges = {}
+                for i in range(n):
+                    hi = flat.dim_max_val(i)
+                    if hi.is_int():
+                        a, b = flat.dim_min_val(i).to_python(), hi.to_python()
+                        ranges[i] = range(a, b + 1) if b - a < self.most else None
+                self._parts.append((bs, pt, ranges))
+        return self._parts
 
 
 def _nonzero_further(qp, bs, pt, free: list) -> bool:
@@ -150,7 +159,7 @@ def zero_on(qp, region: Region) -> bool | None:
 
     import islpy as isl
 
-    for _, pt, _ in region.parts:
+    for _, pt in region.points:
         if not pt.is_void() and not qp.eval(pt).is_zero():
             return False
     n = region.set.dim(_PARAM)
