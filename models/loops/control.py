@@ -17,6 +17,9 @@ Nodes:
 * :class:`Branch` — ``if`` on parameters only;
 * :class:`Opaque` — a loop outside the affine class (data-dependent bounds, ``break``…): it runs an
   unknown number ``u_k`` of times (section 2.5.1).
+
+The frontend may hand a node's sympy field (``values``, ``guard``, ``cond``) over as a :class:`Deferred`: the
+same value as quasi-affine forms (:func:`forms_of`), its sympy expression built on first access.
 """
 
 from __future__ import annotations
