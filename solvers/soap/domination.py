@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from meshplan.models.soap.sdg import SubProblem
 from meshplan.solvers.soap.lp import solve_rows
-from meshplan.solvers.soap.monomials import cached, monomials, structure
+from meshplan.solvers.soap.monomials import access_key_ids, cached, monomials, structure
 
 __all__ = ["linear_domination", "dominated"]
 
@@ -47,6 +47,23 @@ def _dominated_key(work: tuple, access: tuple, constraints: tuple) -> bool:
     return dominated(dict(work), dict(access), constraints)
 
 
+def _dominated_ids(wk: tuple, wid: int, key: tuple, kid: int, problem: SubProblem, cons: int) -> bool:
+    """:func:`dominated` of the work ``wk`` and the access key ``key`` under ``problem``'s order constraints,
+    cached by their numbers (``wid``, ``kid``, ``cons``: equal numbers, equal arguments) so a lookup hashes
+    no ``Fraction`` exponent."""
+    got = _DOMINATED.get((wid, kid, cons))
+    if got is None:
+        if len(_DOMINATED) > 65536:
+            _DOMINATED.clear()
+        got = _DOMINATED[wid, kid, cons] = _dominated_key(wk, key, problem.constraints)
+    return got
+
+
+#: :func:`_dominated_ids`'s answers, and the work exponent keys' numbers (never cleared: few per program)
+_DOMINATED: dict[tuple[int, int, int], bool] = {}
+_WORK_IDS: dict[tuple, int] = {}
+
+
 def linear_domination(problem: SubProblem):
     """``z`` with χ(X) ≤ z·X, from spreading each work monomial over access monomials ≥ it
     (once per access table, order constraints and work)."""
@@ -74,9 +91,12 @@ def _solve_linear_domination(problem: SubProblem):
     works = [dict((v, Fraction(cls.count(v))) for v in set(cls)) for _, cls in problem.work]
     pairs = []                       # (s, j) with m_s ≤ n_j
     reach = []                       # per statement, the access monomials dominating it
+    kids = access_key_ids(problem)
+    cons = structure(problem)[2]
     for si, w in enumerate(works):
         wk = tuple(sorted(w.items()))
-        cands = [j for j, k in enumerate(keys) if _dominated_key(wk, k, problem.constraints)]
+        wid = _WORK_IDS.setdefault(wk, len(_WORK_IDS))
+        cands = [j for j, (k, kid) in enumerate(zip(keys, kids)) if _dominated_ids(wk, wid, k, kid, problem, cons)]
         if not cands:
             return None
         pairs += [(si, j) for j in cands]

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 from meshplan.models.soap.sdg import SubProblem, Term
 
-__all__ = ["posynomial", "monomials", "lp_key", "structure", "cached", "CACHE_LIMIT"]
+__all__ = ["posynomial", "monomials", "access_coefficients", "access_key_ids", "lp_key", "structure", "cached", "CACHE_LIMIT"]
 
 
 def _sides(vs: tuple[str, ...]) -> list[tuple[Fraction, dict[str, Fraction]]]:
@@ -150,8 +150,40 @@ def _monomials_of(terms: tuple) -> tuple[dict[tuple, Fraction], int]:
     if monos is None:
         if len(_TABLES) > CACHE_LIMIT:
             _TABLES.clear()
+            _COEFFS.clear()
+            _KIDS.clear()
         monos = _TABLES[table] = {key: c for key, c in acc.values()}
+        _COEFFS[table] = [c for key, c in acc.values() if key]
+        _KIDS[table] = [kid for kid, (key, _) in acc.items() if key]
     return monos, table
+
+
+def access_key_ids(problem: SubProblem) -> list[int]:
+    """The numbers of the access monomials' exponent keys (``e ≠ 0``), in the table's order (read only):
+    equal keys have equal numbers, so caches keyed by them need not hash the exponents."""
+    table = structure(problem)[1]
+    got = _KIDS.get(table)
+    if got is None:      # (its table was cleared: number the keys again; a key keeps its number)
+        got = _KIDS[table] = [_KEY_IDS[k] for k in monomials(problem) if k]
+    return got
+
+
+#: per table number, :func:`access_key_ids`
+_KIDS: dict[int, list[int]] = {}
+
+
+def access_coefficients(problem: SubProblem) -> list[Fraction]:
+    """The coefficients of the access monomials ``∏ D^e`` with ``e ≠ 0``, in the table's order — the order
+    of an exponent LP's ``keys`` (shared: read only; no exponent key is hashed to look them up)."""
+    table = structure(problem)[1]
+    got = _COEFFS.get(table)
+    if got is None:      # (its table was cleared: rebuild from the monomials)
+        got = _COEFFS[table] = [c for k, c in monomials(problem).items() if k]
+    return got
+
+
+#: per table number, :func:`access_coefficients`
+_COEFFS: dict[int, list[Fraction]] = {}
 
 
 #: access-monomial tables by their number (shared, read only)

@@ -60,7 +60,7 @@ from meshplan.solvers.soap.chi import SAMPLE_S, Intensity, dominating, rho_value
 from meshplan.solvers.soap.pyramid import pyramid_shape
 from meshplan.solvers.soap.dual import log_constant
 from meshplan.solvers.soap.domination import linear_domination
-from meshplan.solvers.soap.monomials import monomials
+from meshplan.solvers.soap.monomials import access_coefficients
 from meshplan.solvers.soap.relax import am_gm_constant, joint_relaxation, relaxation, simplex
 from meshplan.solvers.soap.symbols import S, X
 
@@ -127,8 +127,20 @@ class Screen:
 
     @functools.cached_property
     def _reported(self) -> tuple:
-        """``(χ, X0, ρ)`` as reported (once per bound: subgraphs equal up to renaming share it)."""
-        return _screen_reported(self.cases, self.exponent, self.linear)
+        """``(χ, X0, ρ)`` as reported (once per bound: subgraphs equal up to renaming share it), looked up by
+        the integer parts of the screen's numbers (hashing a ``Fraction`` is a modular inverse, and a
+        many-case screen holds hundreds)."""
+        def ints(q):
+            return q.numerator, q.denominator
+        key = (tuple(tuple((tuple(ints(w) + ints(c) for w, c in ws), ints(Ws)) for ws, Ws in case)
+                     for case in self.cases),
+               ints(self.exponent), tuple(None if z is None else ints(z) for z in self.linear))
+        got = _SCREEN_REPORTED.get(key)
+        if got is None:
+            if len(_SCREEN_REPORTED) > 4096:
+                _SCREEN_REPORTED.clear()
+            got = _SCREEN_REPORTED[key] = _screen_reported(self.cases, self.exponent, self.linear)
+        return got
 
 
 @dataclass(frozen=True)
@@ -199,7 +211,9 @@ class Relaxed:
 # exponents, the leading exponent, linear domination's z): screens of different subgraphs with the same
 # numbers share one sympy construction (deriche: 179 screens reported, 110 distinct).
 
-@functools.lru_cache(maxsize=4096)
+_SCREEN_REPORTED: dict[tuple, tuple] = {}
+
+
 def _screen_reported(cases: tuple, exponent: Fraction, linear: tuple) -> tuple:
     """:attr:`Screen._reported`."""
     W = sp.Rational(exponent)
@@ -266,14 +280,14 @@ def screen(problem: SubProblem) -> Screen | None:
         return None        # a case may take the KKT route, whose X0 the other cases are evaluated at
     out = []
     for case in cases:
-        monos = monomials(case)
+        coeffs = access_coefficients(case)    # aligned with every exponent LP's keys
         stmts = []
         for _, cls in case.work:
             lp = simplex(case, cls)
             if lp is None:
                 return None
-            keys, A, _, _, (W, _, y) = lp
-            stmts.append((tuple((wj, monos[k]) for wj, k in zip(y[:len(A)], keys) if wj > 0), W))
+            _, A, _, _, (W, _, y) = lp
+            stmts.append((tuple((wj, cj) for wj, cj in zip(y[:len(A)], coeffs) if wj.numerator > 0), W))
         out.append(tuple(stmts))
     W = max(Ws for case in out for _, Ws in case)
     # every case at X → ∞ when W ≤ 1: a fused case reports min(z, its relaxation) (linear domination),
