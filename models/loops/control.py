@@ -19,7 +19,8 @@ Nodes:
   unknown number ``u_k`` of times (section 2.5.1).
 
 The frontend may hand a node's sympy field (``values``, ``guard``, ``cond``) over as a :class:`Deferred`: the
-same value as quasi-affine forms (:func:`forms_of`), its sympy expression built on first access.
+same value as quasi-affine forms (:func:`forms_of`), its sympy expression built on first access (a
+statement's source ``text`` likewise).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import sympy as sp
 from meshplan.models.core.errors import ModelError
 
 __all__ = ["Assign", "Loop", "Work", "Branch", "Opaque", "Flow", "Node", "Deferred", "assigned_vars", "walk_nodes",
-           "forms_of"]
+           "forms_of", "lazy_fields", "raw_field"]
 
 
 class Deferred:
@@ -72,8 +73,19 @@ class _Lazy:
         self.slot.__delete__(obj)
 
 
-def _raw(obj, name: str):
+def lazy_fields(cls, *names: str):
+    """Let the slot fields ``names`` of the frozen dataclass ``cls`` hold a :class:`Deferred` (read as its value)."""
+    for name in names:
+        setattr(cls, name, _Lazy(cls.__dict__[name]))
+    return cls
+
+
+def raw_field(obj, name: str):
+    """The field ``name`` of ``obj`` as stored: a :class:`Deferred` is not built."""
     return type(obj).__dict__[name].slot.__get__(obj, type(obj))
+
+
+_raw = raw_field
 
 
 def forms_of(node, name: str):
@@ -151,8 +163,8 @@ class Opaque:
 
 Node = Union[Assign, Loop, Work, Branch, Opaque]
 
-for _cls, _name in ((Assign, "values"), (Loop, "guard"), (Branch, "cond"), (Opaque, "cond")):
-    setattr(_cls, _name, _Lazy(_cls.__dict__[_name]))
+for _cls, _name in ((Assign, "values"), (Loop, "guard"), (Branch, "cond"), (Opaque, "cond"), (Work, "text")):
+    lazy_fields(_cls, _name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,7 +151,7 @@ class _FlowReader(_Reader):
                 if depth > 0:
                     self.n_work += 1
                     name = self.markers.get(node.lineno, f"S{self.n_work}")
-                    out.append(Work(name, node.lineno, ast.unparse(node)))
+                    out.append(Work(name, node.lineno, Deferred(lambda node=node: ast.unparse(node), None)))
             elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 raise self.err(node, f"nested {type(node).__name__} is not supported in a counted function")
             else:

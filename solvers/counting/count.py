@@ -17,7 +17,7 @@ import sympy as sp
 from meshplan.models.core.errors import ModelError
 from meshplan.models.core.limits import limit
 from meshplan.models.counting.execute import execute_ranks
-from meshplan.models.loops.control import Flow
+from meshplan.models.loops.control import Flow, lazy_fields, raw_field
 from meshplan.solvers.counting.affine import LazyBnd, count_affine
 from meshplan.solvers.counting.analyze import count_flow, param_symbol, unknown_symbol
 from meshplan.solvers.counting.barvinok import SharedPrinter
@@ -34,6 +34,7 @@ from meshplan.solvers.counting.metrics import (
     work,
 )
 from meshplan.solvers.counting.sums import Bnd
+from meshplan.solvers.counting.unknown_bounds import parse_bounds
 
 __all__ = ["count_problem", "CountResult", "StatementCount", "parse_bounds"]
 
@@ -42,8 +43,11 @@ __all__ = ["count_problem", "CountResult", "StatementCount", "parse_bounds"]
 class StatementCount:
     name: str
     line: int
-    text: str
+    text: str  # the statement's source, printed on first access (the frontend's Deferred text)
     count: Bnd
+
+
+lazy_fields(StatementCount, "text")
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,11 +225,6 @@ class CountResult:
                 "methods": dict(self.methods), "cases": cases}
 
 
-def _loc(res) -> dict:
-    names = set(res.flow.params) | set(_unknowns(res)) | {res.p.name}
-    return {n: (unknown_symbol(n) if n.startswith("u") and n[1:].isdigit() else param_symbol(n)) for n in names}
-
-
 def _unknowns(res) -> list[str]:
     out = []
     for e in (res.total.lo, res.total.hi):
@@ -242,31 +241,6 @@ def _s(e) -> str | None:
     if e == sp.oo:
         return "oo"
     return sp.sstr(e, order="none") if e.has(sp.Piecewise, sp.floor) else str(e)
-
-
-def parse_bounds(text: str) -> dict[str, tuple[sp.Expr, sp.Expr]]:
-    """``"u1=0..100,u2=1..n"`` -> ``{"u1": (0, 100), "u2": (1, n)}`` (affine bounds of section 2.5.1)."""
-    out: dict = {}
-    for part in (text or "").replace(" ", "").split(","):
-        if not part:
-            continue
-        name, eq, rng = part.partition("=")
-        lo, dots, hi = rng.partition("..")
-        if not eq or not dots or not name.isidentifier() or not lo or not hi:
-            raise ModelError(f"bounds entry {part!r} is not NAME=LO..HI (e.g. u1=0..100)", param="bounds")
-        try:
-            lo_e, hi_e = (sp.sympify(x, locals={"n": param_symbol("n")}) for x in (lo, hi))
-        except (sp.SympifyError, SyntaxError, TypeError) as err:
-            raise ModelError(f"bounds {name}: cannot read {rng!r} as LO..HI", param="bounds") from err
-        rep = {s: param_symbol(s.name) for e in (lo_e, hi_e) for s in e.free_symbols}
-        lo_e, hi_e = lo_e.xreplace(rep), hi_e.xreplace(rep)
-        if (lo_e.is_number and lo_e < 0) or (hi_e.is_number and hi_e < 0):
-            raise ModelError(f"bounds {name}={rng}: a loop count is not negative; give 0 or more", param="bounds")
-        if (hi_e - lo_e).is_number and hi_e - lo_e < 0:
-            raise ModelError(f"bounds {name}={rng}: the lower bound is above the upper one; write {name}=LO..HI "
-                             f"with LO <= HI", param="bounds")
-        out[name] = (lo_e, hi_e)
-    return out
 
 
 def _unclamp(e: sp.Expr, p: sp.Symbol) -> sp.Expr:
@@ -329,7 +303,7 @@ def _analyze(flow: Flow, procs: str, bounds: dict) -> CountResult:
         b = mx(b)
         b = Bnd(tidy(b.value), tidy(b.lo), tidy(b.hi)) if b.value is not None else Bnd(None, tidy(b.lo), tidy(b.hi))
         exact = exact and b.value is not None
-        stmts.append(StatementCount(w.name, w.line, w.text, b))
+        stmts.append(StatementCount(w.name, w.line, raw_field(w, "text"), b))
     total = mx(total)
     total = Bnd(tidy(total.value) if total.value is not None else None, tidy(total.lo), tidy(total.hi))
     exact = exact and total.value is not None
@@ -352,7 +326,7 @@ def _affine_result(flow: Flow, procs: str, bounds: dict, aff) -> CountResult:
         raise ModelError(f"bounds names {sorted(unknown)[0]}, which is not an unknown loop count of "
                          f"{flow.name} (unknowns: none)", param="bounds")
     notes = tuple(n for n in flow.notes if not any(f"counted as {u} " in n for u in aff.resolved))
-    stmts = tuple(StatementCount(w.name, w.line, w.text, LazyBnd(lambda c=aff.cases[w.name]: c.expr))
+    stmts = tuple(StatementCount(w.name, w.line, raw_field(w, "text"), LazyBnd(lambda c=aff.cases[w.name]: c.expr))
                   for w in flow.statements)
     texts = {w.name: aff.cases[w.name].count_text for w in flow.statements}
     texts.update(total=aff.total_text, names=frozenset(aff.params))
@@ -405,7 +379,7 @@ def _block_result(flow: Flow, procs: str, bounds: dict, counts: dict) -> CountRe
                          "(unknowns: none)", param="bounds")
     if flow.grid:  # per grid dimension a factor `E >= 1` in every piece: one flat piecewise count
         counts = {k: tidy(fold_pieces(c)) for k, c in counts.items()}
-    stmts = tuple(StatementCount(w.name, w.line, w.text, Bnd.exact(tidy(counts[w.name]))) for w in flow.statements)
+    stmts = tuple(StatementCount(w.name, w.line, raw_field(w, "text"), Bnd.exact(tidy(counts[w.name]))) for w in flow.statements)
     total = tidy(sp.Add(*[counts[w.name] for w in flow.statements]))
     if flow.grid:
         total = tidy(fold_pieces(total))
