@@ -10,6 +10,7 @@ import tokenize
 
 import sympy as sp
 
+from meshplan.models.loops.frontend import _children
 from meshplan.models.loops.program import sym
 
 __all__: list[str] = []
@@ -29,18 +30,6 @@ def _markers(text: str) -> dict[int, str]:
                         out[tok.start[0]] = name
     except (tokenize.TokenError, IndentationError):
         pass  # ast.parse reports the syntax error
-    return out
-
-
-def _children(node) -> list:
-    """``list(ast.iter_child_nodes(node))`` without its generators (the walks below run once per node)."""
-    out = []
-    for name in node._fields:
-        v = getattr(node, name, None)
-        if isinstance(v, ast.AST):
-            out.append(v)
-        elif isinstance(v, list):
-            out.extend(x for x in v if isinstance(x, ast.AST))
     return out
 
 

@@ -96,7 +96,7 @@ def _parse_python(text: str, source: str | None) -> ast.Module:
         sys.setrecursionlimit(old)
     depth, level = 0, [tree]  # the tree's depth, level by level (no recursion, no pair per node)
     while True:
-        level = [c for n in level for c in ast.iter_child_nodes(n)]
+        level = [c for n in level for c in _children(n)]
         if not level:
             break
         depth += 1
@@ -111,6 +111,18 @@ def _parse_python(text: str, source: str | None) -> ast.Module:
     if depth > 250:  # a raised limit: the recursive readers need the room (3 frames per level)
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 4 * depth + 1000))
     return tree
+
+
+def _children(node) -> list:
+    """``list(ast.iter_child_nodes(node))`` without its generators (run once per node of a parsed program)."""
+    out = []
+    for name in node._fields:
+        v = getattr(node, name, None)
+        if isinstance(v, ast.AST):
+            out.append(v)
+        elif isinstance(v, list):
+            out.extend(x for x in v if isinstance(x, ast.AST))
+    return out
 
 
 class _Reader:
