@@ -139,15 +139,16 @@ def _fmt(d) -> str:
 def _fewer_collections():
     """The analysis allocates millions of short-lived sympy and ``Fraction`` objects that reference counting
     frees (almost none are in cycles), and every full pass of the cyclic collector scanned the objects of
-    sympy's and numpy's modules again (about 0.3 s of deriche's 2 s): the objects alive now are frozen out
-    of the collections (``gc.freeze``) and the youngest generation is collected every 10 000 allocations
-    instead of 700, both undone afterwards.  The analysis does the same work."""
-    import meshplan.solvers.soap.bound  # noqa: F401  (sympy and the analysis modules: loaded first, frozen too)
-
+    sympy's and numpy's modules again (about 0.3 s of deriche's 2 s).  So the youngest generation is
+    collected every 10 000 allocations instead of 700 while sympy and the analysis modules load and the
+    analysis runs, and the objects alive once they are loaded are frozen out of the collections
+    (``gc.freeze``); both are undone afterwards.  The analysis does the same work."""
     old = gc.get_threshold()
-    gc.freeze()
     gc.set_threshold(10_000, *old[1:])
     try:
+        import meshplan.solvers.soap.bound  # noqa: F401
+
+        gc.freeze()
         yield
     finally:
         gc.set_threshold(*old)
