@@ -367,7 +367,12 @@ def _max_rho(cands: list[Intensity]):
     if i is not None:
         return finite[i].rho, finite[i].problem.arrays
     top = max(range(len(finite)), key=lambda i: vals[i][-1])
-    return sp.Max(*dict.fromkeys(c.rho for c in finite), evaluate=False), finite[top].problem.arrays
+    # a candidate at most another at every sample (the first of equals kept) is left out of the Max, as a
+    # dominating one decides it alone: deriving or screening the dominated ones gives the same Max
+    kept = [c for k, c in enumerate(finite) if not any(
+        j != k and all(a >= b * (1 - 1e-12) for a, b in zip(vals[j], vals[k])) and
+        (j < k or any(a > b * (1 + 1e-12) for a, b in zip(vals[j], vals[k]))) for j in range(len(finite)))]
+    return sp.Max(*dict.fromkeys(c.rho for c in kept), evaluate=False), finite[top].problem.arrays
 
 
 def leading_term(arrays: list[ArrayBound], params) -> sp.Expr:
