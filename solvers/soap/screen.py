@@ -88,7 +88,7 @@ class Screen:
         (:class:`Relaxed`); ``None`` when there is no further stage."""
         if self.problems:
             z = tuple(linear_domination(c) if len(c.work) > 1 else None for c in self.problems)
-            return Screen(self.cases, self.exponent, z, (), self.split)
+            return self._share(Screen(self.cases, self.exponent, z, (), self.split))
         return Relaxed.of(self.split, self.exponent) if deep and self.split else None
 
     @functools.cached_property
@@ -130,17 +130,30 @@ class Screen:
         """``(χ, X0, ρ)`` as reported (once per bound: subgraphs equal up to renaming share it), looked up by
         the integer parts of the screen's numbers (hashing a ``Fraction`` is a modular inverse, and a
         many-case screen holds hundreds)."""
-        def ints(q):
-            return q.numerator, q.denominator
-        key = (tuple(tuple((tuple(ints(w) + ints(c) for w, c in ws), ints(Ws)) for ws, Ws in case)
-                     for case in self.cases),
-               ints(self.exponent), tuple(None if z is None else ints(z) for z in self.linear))
+        sigs = self._signatures
+        key = (sigs, self.exponent.numerator, self.exponent.denominator,
+               tuple(None if z is None else (z.numerator, z.denominator) for z in self.linear))
         got = _SCREEN_REPORTED.get(key)
         if got is None:
             if len(_SCREEN_REPORTED) > 4096:
                 _SCREEN_REPORTED.clear()
-            got = _SCREEN_REPORTED[key] = _screen_reported(self.cases, self.exponent, self.linear)
+            got = _SCREEN_REPORTED[key] = _screen_reported(self.cases, sigs, self.exponent, self.linear)
         return got
+
+    @functools.cached_property
+    def _signatures(self) -> tuple:
+        """Per case, per statement its ``(w_j, c_j)`` pairs and ``W_s`` as one tuple of integers (numerators and
+        denominators): equal tuples, equal numbers (a refined screen shares its cases' signatures)."""
+        return tuple(tuple((*[x for w, c in ws for x in (w.numerator, w.denominator, c.numerator, c.denominator)],
+                            Ws.numerator, Ws.denominator) for ws, Ws in case) for case in self.cases)
+
+    def _share(self, finer: "Screen") -> "Screen":
+        """``finer`` (the same cases) with this screen's per-case numbers already computed (cached properties
+        live in the instance dict)."""
+        for name in ("_constants", "_signatures"):
+            if name in self.__dict__:
+                finer.__dict__[name] = self.__dict__[name]
+        return finer
 
 
 @dataclass(frozen=True)
@@ -214,13 +227,14 @@ class Relaxed:
 _SCREEN_REPORTED: dict[tuple, tuple] = {}
 
 
-def _screen_reported(cases: tuple, exponent: Fraction, linear: tuple) -> tuple:
-    """:attr:`Screen._reported`."""
+def _screen_reported(cases: tuple, sigs: tuple, exponent: Fraction, linear: tuple) -> tuple:
+    """:attr:`Screen._reported` (``sigs``: :attr:`Screen._signatures`, to look the AM–GM constants up by)."""
     W = sp.Rational(exponent)
-    chis = [sp.Add(*[am_gm_constant(ws, Ws) * X ** sp.Rational(Ws) for ws, Ws in case]) for case in cases]
+    consts = [[_am_gm(sig, ws, Ws) for sig, (ws, Ws) in zip(sc, case)] for sc, case in zip(sigs, cases)]
+    chis = [sp.Add(*[C * X ** sp.Rational(Ws) for C, (_, Ws) in zip(cs, case)]) for cs, case in zip(consts, cases)]
     if exponent <= 1:
         X0 = sp.oo
-        rhos = [sp.Add(*[am_gm_constant(ws, Ws) for ws, Ws in case if Ws == 1]) for case in cases]
+        rhos = [sp.Add(*[C for C, (_, Ws) in zip(cs, case) if Ws == 1]) for cs, case in zip(consts, cases)]
         for n, z in enumerate(linear):
             if z is not None and z <= float(rhos[n]):
                 rhos[n] = sp.Rational(z)
@@ -229,6 +243,19 @@ def _screen_reported(cases: tuple, exponent: Fraction, linear: tuple) -> tuple:
         X0 = W * S / (W - 1)
         rhos = [sp.expand(c.xreplace({X: X0}) / (X0 - S)) for c in chis]   # (as subs, for a symbol)
     return _largest(chis, rhos, X0)
+
+
+def _am_gm(sig: tuple, ws: tuple, Ws: Fraction) -> sp.Expr:
+    """:func:`~meshplan.solvers.soap.relax.am_gm_constant` of ``(ws, Ws)``, looked up by its signature."""
+    got = _AM_GM.get(sig)
+    if got is None:
+        if len(_AM_GM) > 65536:
+            _AM_GM.clear()
+        got = _AM_GM[sig] = am_gm_constant(ws, Ws)
+    return got
+
+
+_AM_GM: dict[tuple, sp.Expr] = {}
 
 
 @functools.lru_cache(maxsize=4096)
