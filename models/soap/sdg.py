@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from meshplan.models.soap.access import Component, components
-from meshplan.models.loops.program import Program
+from meshplan.models.loops.program import Program, sym
 from meshplan.models.soap.symbolic import simplified
 from meshplan.models.soap.dead import constant_in_tile, input_free_writers
 from meshplan.models.soap.terms import (Term, UnionFind, access_text, box, default_size, input_terms, undominated,
@@ -294,7 +294,7 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
             continue
         inputs.setdefault(c.array, []).append(c)
     for arr, cs in internal.items():
-        terms = internal_reads(arr, cs, terms, comps, matched, classes_of, prog, H, notes)
+        terms = internal_reads(arr, cs, terms, comps, matched, classes_of, prog, H, notes, cls=uf.find)
     for arr, cs in inputs.items():
         terms += input_terms(arr, cs, classes_of, uf, prog, sample_size, notes)
     stmts = [st for st in stmts if st.name not in input_free]
@@ -320,7 +320,7 @@ def _writer_of(c: Component, group) -> str:
 
 
 def internal_reads(arr: str, cs: list[Component], terms: list[Term], comps: list[Component], matched: dict,
-                   classes_of, prog: Program, H: tuple[str, ...], notes: list[str]) -> list[Term]:
+                   classes_of, prog: Program, H: tuple[str, ...], notes: list[str], cls=None) -> list[Term]:
     """The access terms of reads of an array of ``H`` that translate none of its outputs.
 
     Definition 5.6 leaves them out of ``St_H``: every vertex of an array of ``H`` "could be computed"
@@ -351,7 +351,12 @@ def internal_reads(arr: str, cs: list[Component], terms: list[Term], comps: list
     parts, extra = [term.dims], []
     for c in cs:
         dims = box([c], classes_of(c))[0]
-        if any(_triangular(c, m, prog) for m in twins):
+        if cls is not None and _apart_per_version(c, [o for o in comps if o.role == "out" and o.array == arr],
+                                                  term.version, cls, prog):
+            extra.append(Term(arr, "input", dims, (0,) * len(dims), label=access_text(c.access)))
+            notes.append(f"{c.stmt}: read {access_text(c.access)} of {arr}, computed inside {where}, touches no "
+                         "element its writers write in the same version: a second array (section 5.5.1, as for LU)")
+        elif any(_triangular(c, m, prog) for m in twins):
             extra.append(Term(arr, "input", dims, (0,) * len(dims), label=access_text(c.access)))
             notes.append(f"{c.stmt}: read {access_text(c.access)} of {arr}, computed inside {where}, and its "
                          "translated read overlap only on the diagonal of a triangular domain: a second array "
@@ -369,3 +374,39 @@ def internal_reads(arr: str, cs: list[Component], terms: list[Term], comps: list
         out[own[0]] = Term(arr, "input", parts[0], (0,) * len(parts[0]), label=label)
     return out + extra
 
+
+
+def _apart_per_version(c: Component, outs: list[Component], version: tuple, cls, prog: Program,
+                       n: int = 5, limit: int = 4000) -> bool:
+    """Within each value of the writers' version loops (tile classes ``version``), read ``c`` touches no
+    element the writers ``outs`` write (sampled at size ``n``): LU's lower-order overlap (section 5.5.1)
+    between a read of one statement and the writes of another."""
+    from meshplan.models.soap.access import sample_iterations
+
+    if not version or not outs:
+        return False
+    params = {p: n for p in prog.params}
+
+    def tagged(comp: Component):
+        st = prog.statement(comp.stmt)
+        pos = {cls(lp.var): k for k, lp in enumerate(st.loops)}
+        if any(v not in pos for v in version):
+            return None
+        iters = sample_iterations(st, params, limit)
+        if len(iters) >= limit:
+            return None
+        f = sp.lambdify([lp.symbol for lp in st.loops] + [sym(p) for p in params],
+                        [sp.Integer(0)] + list(comp.access.index), "math")
+        pv = list(params.values())
+        return {tuple(it[pos[v]] for v in version) + tuple(int(x) for x in f(*it, *pv)[1:]) for it in iters}
+
+    read = tagged(c)
+    if not read:
+        return False
+    written: set = set()
+    for o in outs:
+        w = tagged(o)
+        if w is None:
+            return False
+        written |= w
+    return bool(written) and not (read & written)

@@ -224,3 +224,23 @@ def test_two_writers_of_one_array_count_each_element_once():
     lu = subgraph_problem(build_sdg(q), ("A",))
     assert sorted(t.dims for t in lu.terms if t.array == "A" and t.kind == "inout") == \
         [(("i_2",), ("j",)), (("i_2",), ("k",))]
+
+
+def test_a_read_apart_from_the_writes_in_each_version_is_a_second_array():
+    """gramschmidt's ``Q[i, k] = A[i, k]/R[k, k]`` reads column k of A, which within one step k the update
+    ``A[i, j] -= Q[i, k]·R[k, j]`` (j > k) does not write: a second array, as LU's column (section 5.5.1),
+    not a part of a bounded-overlap union with the written box."""
+    from meshplan.models.soap.expand import expand_temporaries
+    from meshplan.models.soap.scalars import split_scalars
+
+    (p,) = parse_file(str(EX / "gramschmidt.py"))
+    p, _ = split_scalars(p)
+    p, _ = expand_temporaries(p)
+    prob = subgraph_problem(build_sdg(p), ("R", "A", "Q"))
+    a = [t for t in prob.terms if t.array == "A"]
+    assert any(t.kind == "input" and t.dims[1] == ("k",) for t in a)
+    assert any("5.5.1, as for LU" in n for n in prob.notes)
+    # an in-place update whose version reads its own column (LU's A[i, k] read by the update) is not affected
+    (q,) = parse_file(str(EX / "lu.py"))
+    lu = subgraph_problem(build_sdg(q), ("A",))
+    assert not any("as for LU" in n and "computed inside" in n for n in lu.notes)
