@@ -147,7 +147,7 @@ class Screen:
         return tuple(tuple((*[x for w, c in ws for x in (w.numerator, w.denominator, c.numerator, c.denominator)],
                             Ws.numerator, Ws.denominator) for ws, Ws in case) for case in self.cases)
 
-    def _share(self, finer: "Screen") -> "Screen":
+    def _share(self, finer: Screen) -> Screen:
         """``finer`` (the same cases) with this screen's per-case numbers already computed (cached properties
         live in the instance dict)."""
         for name in ("_constants", "_signatures"):
