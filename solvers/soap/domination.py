@@ -117,8 +117,9 @@ def _solve_linear_domination(problem: SubProblem):
     return 1 / res[0]
 
 
-#: up to this many statements the LP's optimum is read off its 2^n − 1 Hall conditions (:func:`_hall`)
-HALL_MAX_STATEMENTS = 8
+#: up to this many statements the LP's optimum is read off its 2^n − 1 Hall conditions (:func:`_hall`);
+#: past it the simplex is cheaper (deriche's 12-statement subgraphs: the same time, 14: three times the LP's)
+HALL_MAX_STATEMENTS = 10
 
 
 def _hall(reach: list[frozenset], c: list[Fraction]) -> Fraction:

@@ -106,12 +106,12 @@ def test_linear_dominations_hall_value_is_the_lps_optimum():
     import random
     from fractions import Fraction
 
-    from meshplan.solvers.soap.domination import _hall
+    from meshplan.solvers.soap.domination import HALL_MAX_STATEMENTS, _hall
     from meshplan.solvers.soap.lp import max_le_one
 
     rng = random.Random(7)
-    for _ in range(300):
-        n, m = rng.randint(1, 5), rng.randint(1, 6)
+    for k in range(300):     # up to as many statements as the Hall conditions are read for
+        n, m = rng.randint(1, 5 if k % 3 else HALL_MAX_STATEMENTS), rng.randint(1, 6 if k % 3 else 9)
         reach = [frozenset(rng.sample(range(m), rng.randint(1, m))) for _ in range(n)]
         c = [Fraction(rng.randint(1, 6), rng.choice([1, 2, 3])) for _ in range(m)]
         pairs = [(s, j) for s in range(n) for j in sorted(reach[s])]
