@@ -5,10 +5,14 @@ last value): ``B[i] += A[i, i]`` followed by ``B[i] = 1.0`` over the same elemen
 stores of ``B`` (:func:`dead_statements`).  A vertex on no path from an input (``B[i] = 1.0``, then
 ``B[i] += 1.0``) is computed from nothing and belongs to no minimum dominator set (Kwasniewski's
 thesis, section 4.2.3.2; :func:`input_free_writers`).  Counting either kind in |V| makes the SOAP
-bound exceed the optimal I/O.
+bound exceed the optimal I/O.  A group of statements whose values are used only inside one iteration of an
+enclosing loop and rewritten, element for element, by its next iteration (``for i: for j: y[j] = …``) has
+its vertices on a path to an output in the loop's last iteration only (:func:`last_iterations`).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import sympy as sp
 
@@ -22,8 +26,8 @@ def dead_statements(program: Program) -> tuple[str, ...]:
 
     Only arrays that no statement but their own writers reads, each writer reading only the very
     element it writes (an in-place update), qualify.  A writer is dead when a later writer reads
-    nothing of the array and writes its elements once each (its loops are its output subscripts,
-    free of other loop variables) over ranges that can share an element with the earlier writer's
+    nothing of the array and writes each of its elements at least once (its other loops run at least
+    once, :func:`_runs`) over ranges that can share an element with the earlier writer's
     (:func:`_may_overlap`): every value of the earlier one reaches only in-place updates of that
     element, which the overwrite discards.  When the ranges are equal every value is discarded; when
     they differ (``C[i] += …`` over ``range(1, N)``, then ``C[i] = …`` over ``range(0, M)``) the overwrite
@@ -43,11 +47,27 @@ def dead_statements(program: Program) -> tuple[str, ...]:
             if elems[j] is None:
                 continue
             if any(elems[k] is not None and _may_overlap(elems[j], elems[k])
-                   and len(later.loops) == len(later.output.index)
+                   and _runs(later, params)
                    and not any(a.array == arr for a in later.inputs)
                    for k, later in enumerate(touching[j + 1:], start=j + 1)):
                 dead.append(st.name)
     return tuple(dead)
+
+
+def _runs(st: Statement, params: set[str]) -> bool:
+    """Whether every loop of ``st`` that its output subscripts do not name runs at least once, whatever
+    the (positive) sizes and the other loops: ``range(0, P)`` with ``P`` a size, or a constant length ≥ 1
+    (``range(P − 1, P)``, a loop cut to its last iteration by :func:`last_iterations`)."""
+    named = {str(x) for x in st.output.index}
+    for lp in st.loops:
+        if lp.var in named:
+            continue
+        if lp.step != 1 or not {str(v) for v in lp.lower.free_symbols | lp.upper.free_symbols} <= params:
+            return False
+        length = sp.expand(lp.upper - lp.lower)
+        if not (length.is_number and length >= 1 or lp.lower == 0 and lp.upper.is_Symbol):
+            return False
+    return True
 
 
 def _elements(st: Statement, params: set[str]) -> tuple | None:
@@ -110,3 +130,106 @@ def input_free_writers(group, vers, outs_off, order: dict, constant: set, sdg) -
                                            for c in reads):
             free.add(w)
     return free
+
+
+def last_iterations(program: Program) -> tuple[Program, tuple[str, ...]]:
+    """``(program with each loop whose earlier iterations are dead cut to its last iteration, notes)``.
+
+    A loop ``L`` (``range(0, P)``, ``P`` a size parameter, so it runs at least once) and the maximal run
+    ``T`` of consecutive statements enclosed by it qualify when (a) neither the subscripts of the arrays
+    ``T`` writes nor the bounds of ``T``'s loops inside ``L`` use ``L``'s variable, so every iteration
+    writes the same elements, and (b) no instance of ``T`` in an iteration before the last lies on a
+    path to an output (an element's last value) of the CDAG — found by a backward pass from the
+    outputs over the program's trace at the sample sizes of the temporaries' expansion.  No pebbling
+    needs those vertices (as for :func:`dead_statements`), so the CDAG that remains, the program with
+    ``L`` cut to ``range(P − 1, P)`` for ``T``, has the same optimal I/O.  Counting every iteration in |V|, or in
+    the trivial floor the inputs they read and the outputs they overwrite, exceeds the optimal I/O
+    (``for i in range(M): for j in range(N): w = Σ_k X[k]; y[j] = w / B[i]`` needs only the last
+    iteration's loads and stores, ``X``, ``B[M − 1]``, ``y`` and ``w``, however large ``M`` is)."""
+    from meshplan.models.loops.program import sym
+
+    params = {sym(p) for p in program.params}
+    notes: list[str] = []
+    depth = 0
+    while True:
+        sts = list(program.statements)
+        changed = False
+        n = 0
+        while n < len(sts):
+            if len(sts[n].loops) <= depth:
+                n += 1
+                continue
+            head = sts[n].loops[:depth + 1]
+            end = n
+            while end < len(sts) and sts[end].loops[:depth + 1] == head:
+                end += 1
+            new = _cut(program, n, end, depth, params)
+            if new is not None:
+                lp = head[depth]
+                names = [st.name for st in sts[n:end]]
+                notes.append(f"statement(s) {', '.join(names)}: every value computed in an iteration of loop "
+                             f"{lp.var} but the last is used only in that iteration and rewritten by the next "
+                             f"one (no path to an output): only the last iteration, {lp.var} = {lp.upper - 1}, "
+                             "is counted")
+                program, changed = new, True
+                break
+            n = end
+        if not changed:
+            depth += 1
+            if all(len(st.loops) <= depth for st in program.statements):
+                return program, tuple(notes)
+
+
+def _cut(program: Program, n: int, end: int, depth: int, params: set) -> Program | None:
+    """The program with loop ``depth`` of statements ``n … end − 1`` cut to its last iteration when the
+    conditions of :func:`last_iterations` hold, else None."""
+    sts = program.statements
+    group = sts[n:end]
+    lp = group[0].loops[depth]
+    v = lp.symbol
+    if lp.step != 1 or lp.lower != 0 or not (lp.upper.is_Symbol and lp.upper in params):
+        return None
+    arrays = {st.output.array for st in group}
+    for st in group:
+        if any(v in (m.lower.free_symbols | m.upper.free_symbols) for m in st.loops[depth + 1:]):
+            return None                                         # (a) the element set depends on L
+        if any(a.array in arrays and any(v in e.free_symbols for e in a.index) for a in (st.output, *st.inputs)):
+            return None
+    if not _earlier_iterations_dead(program, n, end, depth):    # (b)
+        return None
+    last = replace(lp, lower=lp.upper - 1)
+    return replace(program, statements=tuple(
+        replace(st, loops=st.loops[:depth] + (last,) + st.loops[depth + 1:]) if n <= k < end else st
+        for k, st in enumerate(sts)))
+
+
+def _earlier_iterations_dead(program: Program, n: int, end: int, depth: int) -> bool:
+    """At each sample size: no instance of statements ``n … end − 1`` in an iteration of their loop
+    ``depth`` before its last lies on a path to an output (an element's last value) of the CDAG."""
+    import numpy as np
+
+    from meshplan.models.core.errors import ModelError
+    from meshplan.models.soap.expand import SAMPLE_SIZES
+    from meshplan.models.soap.replay import build_trace, loop_order, producers, stream
+
+    var = program.statements[n].loops[depth].var
+    for size in SAMPLE_SIZES:
+        try:
+            tr = build_trace(program, {p: size for p in program.params}, limit=200_000)
+        except ModelError:
+            return False
+        el, wr, inst = stream(tr, loop_order(tr))
+        if el.size == 0:
+            continue
+        prod, final = producers(el, wr, inst)
+        live = np.zeros(tr.instances, dtype=bool)
+        live[final[final >= 0]] = True
+        read = ~wr & (prod >= 0)
+        src, dst = prod[read], inst[read]
+        for k in np.argsort(-dst, kind="stable").tolist():    # readers before their producers
+            if live[dst[k]]:
+                live[src[k]] = True
+        earlier = (tr.stmt >= n) & (tr.stmt < end) & (tr.vars[var] != size - 1)   # L is range(0, P)
+        if (earlier & live).any():
+            return False
+    return True

@@ -20,7 +20,7 @@ import sympy as sp
 
 from meshplan.models.core.errors import ModelError
 from meshplan.models.soap.access import Finding, check_conditions
-from meshplan.models.soap.dead import dead_statements
+from meshplan.models.soap.dead import dead_statements, last_iterations
 from meshplan.models.soap.expand import expand_temporaries
 from meshplan.models.soap.scalars import split_scalars
 from meshplan.models.loops.program import Program, sym
@@ -178,8 +178,10 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
     (:mod:`meshplan.solvers.soap.screen`) cannot lead any of its arrays is not derived and
     reports that bound; ``screen=False`` derives every subgraph."""
     t0 = time.perf_counter()
+    program, cut_notes = last_iterations(program)    # earlier iterations dead (models/soap/dead.py)
+    stored = program   # splitting and expansion rename values, not outputs: the trivial floor counts these
     program, split_notes = split_scalars(program)
-    stored = program   # expansion renames values, not outputs: the trivial floor counts the stored ones
+    split_notes = cut_notes + split_notes
     program, expand_notes = expand_temporaries(program)
     split_notes += expand_notes
     findings = tuple(check_conditions(program))

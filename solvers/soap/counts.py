@@ -14,7 +14,7 @@ from meshplan.models.core.errors import ModelError
 from meshplan.models.loops.program import Statement
 from meshplan.models.soap.symbolic import simplified
 
-__all__ = ["iterations", "check_ranges", "miscounted", "enumerated"]
+__all__ = ["iterations", "check_ranges", "miscounted", "enumerated", "plain_bounds"]
 
 
 def _range_lengths(st: Statement):
@@ -50,6 +50,7 @@ def check_ranges(st: Statement, *, samples: int = 24) -> list[str]:
     state the assumption.  Regimes are sampled: the parameters at random large values."""
     import random
 
+    plain_bounds(st)
     rng = random.Random(5)
     params = sorted({p for lp in st.loops for e in (lp.lower, lp.upper) for p in e.free_symbols},
                     key=lambda x: x.name)
@@ -75,6 +76,20 @@ def check_ranges(st: Statement, *, samples: int = 24) -> list[str]:
     return notes
 
 
+def plain_bounds(st: Statement) -> None:
+    """Refuse (ModelError naming the statement's line) a loop bound with ``min``/``max``: its count is
+    piecewise in the sizes (``Σ_{i,j} min(i, j)`` splits at ``i = j``), and Theorem 5.1's |V| and the
+    leading term are taken here as one polynomial."""
+    for lp in st.loops:
+        for e in (lp.lower, lp.upper):
+            if e.has(sp.Min, sp.Max):
+                raise ModelError(
+                    f"statement {st.name} (line {st.line}): loop {lp.var} has the bound {e}; the I/O bound "
+                    "counts a loop nest's iterations as one polynomial in the sizes and does not split a "
+                    "loop at a min/max — write the loop as one loop per piece (e.g. for k in range(min(i, j)) "
+                    "as two nests, over j <= i and j > i)")
+
+
 def iterations(st: Statement) -> sp.Expr:
     """|V_St|: the number of iterations of the statement's loop nest (a sympy sum).
 
@@ -82,6 +97,7 @@ def iterations(st: Statement) -> sp.Expr:
     capability's power sums (:func:`meshplan.solvers.counting.sums.closed_sum`, Faulhaber: the
     same value and sign convention as ``sympy.summation``, without its general machinery);
     anything else (strided loops) goes through ``sympy.summation``."""
+    plain_bounds(st)
     fast = _polynomial_iterations(st)
     if fast is not None:
         return fast

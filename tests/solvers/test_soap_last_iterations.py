@@ -1,0 +1,122 @@
+"""Dead iterations (models/soap/dead.py ``last_iterations``): a statement group whose values are used only
+inside one iteration of an enclosing loop, and rewritten element for element by the next one, has only its
+last iteration on a path to an output, and a writer rewritten by a later one that runs at least once is
+dead.  Counting such vertices made the bound exceed the exhaustive red–blue optimum and the I/O of the
+program's own loop order; and a ``min``/``max`` loop bound is refused
+with the statement's line (it ended in an internal error)."""
+
+from __future__ import annotations
+
+import pytest
+
+from meshplan.models.core.errors import ModelError
+from meshplan.models.soap import parse_source
+from meshplan.models.soap.replay import build_trace, loop_order, replay_order
+from meshplan.solvers.soap.bound import analyze
+from meshplan.solvers.soap.pebbling import cdag, optimal_io
+
+#: y[j] is rewritten in every iteration of i, which its subscript does not use; nothing reads it
+OVERWRITTEN = """def f(N, M):
+    for i in range(M):
+        for j in range(N):
+            w = 0.0
+            for k in range(N):
+                w += X[k]
+            y[j] = w / B[i]
+"""
+
+#: two arrays rewritten in every iteration of i, the second reading the first
+TWO_ARRAYS = """def f(N, M):
+    for i in range(M):
+        for j in range(N):
+            y[j] = X[j] * B[i]
+            z[j] = y[j] + B[i]
+"""
+
+#: a value carried from one iteration of i to the next: every iteration is live, nothing is cut
+CARRIED = """def f(N, M):
+    for i in range(M):
+        for j in range(N):
+            y[j] += X[j] * B[i]
+"""
+
+CUT = "only the last iteration"
+
+#: drawn by a random sweep of such nests (all over the exhaustive optimum before): a scalar rewritten by a
+#: later statement inside a loop its subscript does not use (was 6 against 1 at N = 2, M = 1) ...
+REWRITTEN_BY_A_LOOP = """def f(N, M):
+    for i in range(M):
+        for j in range(N):
+            w = A[i, j] * y[j]
+        for j in range(N):
+            w = 1.0
+"""
+
+#: ... an update whose every iteration is rewritten, whose overwrite the next iteration's update reads
+#: (dead through a dead reader: 4 against 2 at N = 1, M = 3) ...
+DEAD_THROUGH_A_DEAD_READER = """def f(N, M):
+    for i in range(M):
+        for j in range(N):
+            for k in range(N):
+                y[j] += A[i, j]
+        for j in range(N):
+            for k in range(N):
+                y[j] = w * A[i, j]
+"""
+
+#: ... and a chain read by earlier in-place updates, which read only its last iteration (5 against 3)
+READ_BEFORE_REWRITTEN = """def f(N, M):
+    for i in range(M):
+        for j in range(N):
+            w += 1.0
+        for j in range(N):
+            w += z[j]
+        for j in range(N):
+            w = X[j] * z[j]
+"""
+
+
+@pytest.mark.parametrize("src, n, m, optimum", [
+    (OVERWRITTEN, 1, 3, 4),      # load X[0], B[2]; store w, y[0] (the bound was 5)
+    (OVERWRITTEN, 1, 2, 4),
+    (TWO_ARRAYS, 1, 3, 4),       # load X[0], B[2]; store y[0], z[0] (the bound was 5)
+    (TWO_ARRAYS, 2, 2, 7),
+    (CARRIED, 1, 3, None),
+    (REWRITTEN_BY_A_LOOP, 2, 1, 1),              # store w = 1.0
+    (REWRITTEN_BY_A_LOOP, 1, 3, 1),
+    (DEAD_THROUGH_A_DEAD_READER, 1, 3, 2),       # load A[2, 0]; store y[0]
+    (READ_BEFORE_REWRITTEN, 2, 1, 3),            # load X[1], z[1]; store w
+], ids=["overwritten-1x3", "overwritten-1x2", "two-arrays-1x3", "two-arrays-2x2", "carried-1x3",
+        "rewritten-by-a-loop-2x1", "rewritten-by-a-loop-1x3", "dead-through-a-dead-reader-1x3",
+        "read-before-rewritten-2x1"])
+def test_the_bound_is_at_most_the_optimal_pebbling(src, n, m, optimum):
+    (p,) = parse_source(src)
+    g = cdag(p, {"N": n, "M": m})
+    memory = max(bin(q).count("1") + 1 for q in g.preds)
+    best = optimal_io(g, memory)
+    if optimum is not None:
+        assert best == optimum
+    res = analyze(p)
+    values = {"N": n, "M": m, "S": memory}
+    assert max(res.evaluate(values), res.evaluate_numeric(values)) <= best + 1e-9, (n, m, best)
+    if src in (OVERWRITTEN, TWO_ARRAYS, CARRIED):
+        assert any(CUT in note for note in res.notes) == (src is not CARRIED)
+
+
+@pytest.mark.parametrize("src", [OVERWRITTEN, TWO_ARRAYS], ids=["overwritten", "two-arrays"])
+def test_the_bound_is_at_most_the_programs_own_loop_order(src):
+    """At N = 12, M = 5, S = 16 the bound was 50.4 against the 30 words of the loop order's LRU replay."""
+    (p,) = parse_source(src)
+    values = {"N": 12, "M": 5}
+    trace = build_trace(p, values)
+    attained = replay_order(trace, loop_order(trace), 16).total
+    res = analyze(p)
+    assert 0 < max(res.evaluate({**values, "S": 16}), res.evaluate_numeric({**values, "S": 16})) <= attained
+
+
+@pytest.mark.parametrize("bound, line", [("min(i, j)", 5), ("max(N, M)", 5), ("min(i + 1, M)", 5)])
+def test_a_min_or_max_loop_bound_is_refused_with_its_line(bound, line):
+    (p,) = parse_source(f"def f(N, M):\n    for i in range(N):\n        for j in range(M):\n"
+                        f"            for k in range({bound}):\n                C[i, j] += A[i, k] * B[k, j]\n")
+    with pytest.raises(ModelError, match=f"line {line}\\).*min/max"):
+        analyze(p)
