@@ -195,6 +195,10 @@ def _cut(program: Program, n: int, end: int, depth: int, params: set) -> Program
             return None                                         # (a) the element set depends on L
         if any(a.array in arrays and any(v in e.free_symbols for e in a.index) for a in (st.output, *st.inputs)):
             return None
+    for st in group:     # an accumulation that the run's other statements do not rewrite carries its
+        if (any(a == st.output for a in st.inputs)       # value to the next iteration: not traced
+                and all(o is st or o.output.array != st.output.array for o in group)):
+            return None
     if not _earlier_iterations_dead(program, n, end, depth):    # (b)
         return None
     last = replace(lp, lower=lp.upper - 1)
