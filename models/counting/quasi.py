@@ -31,6 +31,7 @@ from meshplan.models.loops.forms import (
     convert_cond,
     floor_of,
     min_max,
+    names,
     scale,
     sub,
 )
@@ -80,17 +81,7 @@ def names_in(c, out: set) -> set:
         return out
     if isinstance(c, tuple) and c[0] == "not":
         return names_in(c[1], out)
-    f = c[2] if isinstance(c, tuple) else c
-    for x, _ in (f.items() if isinstance(f, dict) else f):
-        if isinstance(x, str):
-            if x:
-                out.add(x)
-        elif x[0] in ("floor", "mod"):
-            names_in(x[1], out)
-        elif x[0] in ("min", "max"):
-            for g in x[1]:
-                names_in(g, out)
-    return out
+    return names(c[2] if isinstance(c, tuple) else c, out)
 
 
 # -- isl's syntax -------------------------------------------------------------------------------------
