@@ -90,15 +90,21 @@ def _memory(q: int) -> int:
     return q * (q + 1) // 2 + max(diag.count(n) for n in set(diag)) + 2 * (q + 1)
 
 
-@pytest.mark.parametrize("q, M", [(2, 6), (3, 5), (5, 8)])
-def test_the_triangle_block_schedule_is_legal_and_moves_what_its_formula_says(q, M):
-    (prog,) = parse_file(str(EX / "syrk.py"))
-    N = q * q + q + 1
-    trace = build_trace(prog, {"N": N, "M": M})
-    order = triangle_block_order(trace, q)
+def _replayed(kernel: str, sizes: dict, order_of, q: int, memory: int) -> int:
+    """The LRU I/O of ``order_of(trace, q)`` on ``kernel`` at ``sizes``, after checking that the order is a
+    legal permutation of every instance."""
+    (prog,) = parse_file(str(EX / f"{kernel}.py"))
+    trace = build_trace(prog, sizes)
+    order = order_of(trace, q)
     assert sorted(order.tolist()) == list(range(trace.instances))
     assert legal(trace, order)
-    assert replay_order(trace, order, _memory(q)).total == triangle_block_io(q, M)
+    return replay_order(trace, order, memory).total
+
+
+@pytest.mark.parametrize("q, M", [(2, 6), (3, 5), (5, 8)])
+def test_the_triangle_block_schedule_is_legal_and_moves_what_its_formula_says(q, M):
+    N = q * q + q + 1
+    assert _replayed("syrk", {"N": N, "M": M}, triangle_block_order, q, _memory(q)) == triangle_block_io(q, M)
 
 
 def test_at_small_sizes_the_syrk_bound_is_below_the_triangle_block_schedule():
@@ -149,13 +155,8 @@ def covariance_io(q: int, N: int) -> int:
 
 @pytest.mark.parametrize("q, N", [(2, 6), (3, 5), (5, 8)])
 def test_the_covariance_triangle_block_schedule_is_legal_and_within_its_formula(q, N):
-    (prog,) = parse_file(str(EX / "covariance.py"))
     M = q * q + q + 1
-    trace = build_trace(prog, {"M": M, "N": N})
-    order = covariance_order(trace, q)
-    assert sorted(order.tolist()) == list(range(trace.instances))
-    assert legal(trace, order)
-    assert replay_order(trace, order, _memory(q) + 2).total <= covariance_io(q, N)
+    assert _replayed("covariance", {"M": M, "N": N}, covariance_order, q, _memory(q) + 2) <= covariance_io(q, N)
 
 
 def test_the_covariance_bound_holds_against_the_triangle_block_schedule_and_the_entry_does_not():
@@ -163,7 +164,7 @@ def test_the_covariance_bound_holds_against_the_triangle_block_schedule_and_the_
     res = analyze(prog)
     # more than a line's C block, its diagonals (at most q + 1) and two columns of its rows: the schedule
     # runs in it as in _memory(q) + 2 (the plane itself is too large to build at these q)
-    S = lambda q: q * (q + 1) // 2 + 3 * (q + 1) + 2  # noqa: E731
+    S = lambda q: q * (q + 1) // 2 + 3 * (q + 1) + 2
     for q in (127, 509):                     # M = 16 257 and 259 591 columns, N = 10·M samples
         M, N = q * q + q + 1, 10 * (q * q + q + 1)
         io = covariance_io(q, N)
