@@ -106,6 +106,12 @@ def report_json(res, values: dict[str, int], *, tiles: bool = True, time_limit_s
         "seconds": round(res.seconds, 4),
         "values": None,
         "integer_tiles": None,
+        "window": None if res.window is None else {
+            "pivot": res.window.pivot, "loop": res.window.loop, "first_step": res.window.first,
+            "reads_per_step": _s(res.window.reads), "live_per_step": _s(res.window.live),
+            "bound": _s(res.window.bound), "leading_term": _s(res.window.leading),
+            "no_recomputation": _s(res.window.no_recomputation),
+            "leading_term_no_recomputation": _s(res.window.leading_no_recomputation)},
     }
     missing = [p for p in prog.params if p not in values] + ([] if "S" in values else ["S"])
     if values and missing:
@@ -178,6 +184,7 @@ class BoundReport(Result):
     values: Mapping | None
     integer_tiles: Mapping | None
     schedule: Mapping | None = None
+    window: Mapping | None = None
     analysis: Any = library_field()
 
 

@@ -100,6 +100,11 @@ def _print(rep: dict) -> None:
                   "not exceed the derived leader of any of their arrays (--json lists every subgraph)")
     con.print(f"  bound     Q ≥ {rep['bound']}")
     con.print(f"  leading   Q ≳ {rep['leading_term']}")
+    if rep.get("window"):
+        w = rep["window"]
+        con.print(f"  window    Q ≥ {w['bound']} (pivot {w['pivot']}: {w['reads_per_step']} inputs per step of "
+                  f"{w['loop']}); without recomputation Q ≥ {w['no_recomputation']} ≳ "
+                  f"{w['leading_term_no_recomputation']}")
     con.print(f"  parallel  Q_p ≥ {rep['parallel_bound']}")
     if rep["values"]:
         v = rep["values"]

@@ -24,12 +24,14 @@ from meshplan.models.soap.dead import dead_statements, last_iterations
 from meshplan.models.soap.expand import expand_temporaries
 from meshplan.models.soap.scalars import split_scalars
 from meshplan.models.loops.program import Program, sym
-from meshplan.models.soap.sdg import SubProblem, build_sdg, subgraph_problem
+from meshplan.models.soap.sdg import build_sdg
 from meshplan.models.soap.symbolic import simplified
 from meshplan.solvers.soap.chi import SAMPLE_S, S, Intensity, dominating, intensity
 from meshplan.solvers.soap.counts import check_ranges, enumerated, iterations, miscounted
 from meshplan.solvers.soap.derive import derive_screened
 from meshplan.solvers.soap.memo import IntensityMemo
+from meshplan.solvers.soap.subgraphs import ALL_SUBGRAPHS_UP_TO, CAPPED_SUBGRAPH, subgraph_statements  # noqa: F401
+from meshplan.solvers.soap.window import WindowBound, window_bound
 from meshplan.solvers.soap.trivial import trivial_bound
 
 __all__ = ["ArrayBound", "ProgramBound", "analyze", "leading_term", "P"]
@@ -66,6 +68,8 @@ class ProgramBound:
     trivial: sp.Expr = sp.Integer(0)
     #: the program the trivial floor counts (before temporaries are expanded; ``None``: ``program``)
     stored: Program | None = None
+    #: the window bound of a chain the outer steps wait for (:mod:`meshplan.solvers.soap.window`), if any
+    window: WindowBound | None = None
 
     @property
     def dominant(self) -> ArrayBound | None:
@@ -107,6 +111,8 @@ class ProgramBound:
                 continue
             total += float(sp.N(a.vertices.subs(subs))) / rho
         total = max(total, float(sp.N(self.trivial.subs(subs))))
+        if self.window is not None:
+            total = max(total, float(sp.N(self.window.bound.subs(subs).subs(S, s))))
         return total / float(values.get("p", 1))
 
     def evaluate(self, values: dict[str, float]) -> float:
@@ -162,13 +168,6 @@ class ProgramBound:
         return total / float(values.get("p", 1))
 
 
-#: Theorem 5.1 takes every subgraph; all are evaluated while at most this many arrays with
-#: vertices remain (112 connected subgraphs for ludcmp's 7, 153 for deriche's 8); past it only
-#: those of at most :data:`CAPPED_SUBGRAPH` arrays, and the output says the bound is not certified
-ALL_SUBGRAPHS_UP_TO = 12
-CAPPED_SUBGRAPH = 4
-
-
 def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool = True) -> ProgramBound:
     """Derive the symbolic I/O lower bound of ``program`` (deterministic: no time limit inside).
 
@@ -191,7 +190,7 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
     if dead:
         notes.append(f"statement(s) {', '.join(dead)}: every value is overwritten before any other statement "
                      "reads it; no pebbling needs them, so their vertices are left out")
-    problems, excluded, free, cap = _subgraphs(sdg, max_subgraph, dead)
+    problems, excluded, free, cap = subgraph_statements(sdg, max_subgraph, dead)
     live = len(sdg.computed) - len(free)
     if cap < live:
         notes.append(f"subgraphs of more than {cap} arrays are not evaluated (Theorem 5.1 iterates over "
@@ -236,8 +235,14 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
         if bound is not soap:
             notes.append(f"the bound is the max with the trivial bound {triv} (every element of "
                          f"{', '.join(counted)} read or written once)")
+    win = window_bound(stored)
+    if win is not None:
+        bound = _larger(bound, win.bound, program.params)
+        lead = _larger(lead, win.leading, program.params, leading=True)
+        notes.append(f"the bound is at least the window bound of {win.pivot} (one value per step of {win.loop} "
+                     f"that the next step waits for; {win.reads} inputs read per step)")
     return ProgramBound(program, findings, tuple(results), tuple(arrays), bound, lead, bound / P,
-                        time.perf_counter() - t0, tuple(notes), triv, stored)
+                        time.perf_counter() - t0, tuple(notes), triv, stored, win)
 
 
 def _leading_params(expr: sp.Expr, params) -> sp.Expr:
@@ -280,83 +285,6 @@ def _larger(a: sp.Expr, b: sp.Expr, params, *, leading: bool = False) -> sp.Expr
     if ge_b:
         return b
     return sp.Max(a, b)
-
-
-def _subgraphs(sdg, max_subgraph, dead=()):
-    """The subgraph statements to evaluate, with the statements of unbounded work left out:
-    ``(problems, excluded statements, free arrays, size cap)``.
-
-    A statement whose own work no access bounds (χ = ∞) in some subgraph is excluded: its
-    vertices are left out, and a lower bound on the rest of the CDAG is one on the program
-    (per-statement intensity).  An array written only by excluded statements (a *free* array:
-    filter states reset to 0.0, copies ``ym2 = ym1``) has no vertices left; in a subgraph it only
-    makes the reads of it free (Definition 5.6), which removes access terms and so can only
-    raise χ and ρ.  So instead of every subset of free arrays next to the others (deriche:
-    1,358 subgraphs of at most 4 arrays), each subgraph of the other arrays (connected through
-    free ones) is taken with *all* the free arrays its statements read: its ρ bounds that of
-    every such subset, of any size.  The other arrays' subgraphs are all of them (Theorem 5.1)
-    up to :data:`ALL_SUBGRAPHS_UP_TO` arrays.
-
-    The excluded set is a fixpoint: every subgraph of the final list has bounded work.  Each
-    round goes through the subgraphs by size and starts the next round as soon as some
-    statement is newly unbounded (ludcmp's two are found among pairs); a subgraph statement
-    already tested is not tested again.  The final round goes through every subgraph, so the
-    order of the rounds only decides which of two valid fixpoints is reached (a statement
-    unbounded only next to one excluded later is kept, with its ρ over the subgraphs that
-    remain)."""
-    excluded: list[str] = list(dead)   # dead statements (models/soap/dead.py) are left out from the start
-    seen: dict[tuple, list[int]] = {}     # across rounds: most subgraphs recur unchanged
-    built: dict[tuple, SubProblem] = {}   # (arrays, their excluded writers) → the subgraph statement
-    while True:
-        gone = set(excluded)
-        free = tuple(a for a in sdg.computed if all(st.name in gone for st in sdg.program.writers(a)))
-        live = len(sdg.computed) - len(free)
-        cap = max_subgraph if max_subgraph is not None else (
-            live if live <= ALL_SUBGRAPHS_UP_TO else CAPPED_SUBGRAPH)
-        out: list[SubProblem] = []
-        new: list[str] = []
-        for size in range(1, cap + 1):
-            fresh = []
-            for H in sdg.connected_subsets(max_size=size, min_size=size, through=frozenset(free)):
-                read = {a.array for st in sdg.program.statements
-                        if st.output.array in H and st.name not in gone for a in st.inputs}
-                arrays = tuple(H) + tuple(a for a in free if a in read)
-                cut = frozenset(st.name for a in arrays for st in sdg.program.writers(a) if st.name in gone)
-                if (arrays, cut) not in built:     # only the excluded writers of its arrays matter
-                    built[arrays, cut] = subgraph_problem(sdg, arrays, exclude=cut)
-                    fresh.append(built[arrays, cut])
-                out.append(built[arrays, cut])
-            new = [n for n in _unbounded(fresh, seen) if n not in gone]   # a tested one adds nothing new
-            if new:
-                break
-        if not new:
-            return out, tuple(excluded), free, cap
-        excluded += new
-
-
-def _unbounded(problems: list[SubProblem], seen: dict) -> tuple[str, ...]:
-    """Statements whose own work is unbounded (χ = ∞) in some subgraph or one of its max cases
-    (per-statement intensity).  Decided from the exponent LPs alone, before any χ is derived: a
-    case is unbounded exactly when one of its statements' LPs is (the relaxation's test), and a
-    fused iterated stencil (a pyramid) is bounded, so no subgraph is derived twice.  ``seen`` holds
-    the answers by :func:`canonical_key` (problems equal up to renaming: their work indices)."""
-    from meshplan.models.soap.cases import has_max, split_cases
-    from meshplan.solvers.soap.memo import canonical_key
-    from meshplan.solvers.soap.pyramid import pyramid_shape
-    from meshplan.solvers.soap.rays import unbounded_statements
-
-    out: list[str] = []
-    for p in problems:
-        key = canonical_key(p)
-        if key not in seen:
-            names: list[str] = []
-            if pyramid_shape(p) is None:
-                for c in (split_cases(p) if has_max(p) else (p,)):
-                    names += [n for n in unbounded_statements(c) if n not in names]
-            index = {name: k for k, (name, _) in enumerate(p.work)}
-            seen[key] = [index[n] for n in names]
-        out += [n for n in (p.work[k][0] for k in seen[key]) if n not in out]
-    return tuple(out)
 
 
 def _max_rho(cands: list[Intensity]):
@@ -414,7 +342,3 @@ def _lead_rho(rho: sp.Expr) -> sp.Expr:
         return simplified(rho.subs(S, 1 / u).as_leading_term(u).subs(u, 1 / S))
     except Exception:  # noqa: BLE001
         return rho
-
-
-def _finite(x: float) -> bool:
-    return not (math.isinf(x) or math.isnan(x))

@@ -11,15 +11,30 @@ is ``3N²/2 − O(NS)``, the published entry's leading term, and 0 while ``N ≤
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 
-from meshplan.models.loops.frontend import parse_file
+import sympy as sp
+
+from meshplan.models.loops.frontend import parse_file, parse_source
 from meshplan.models.soap.replay import build_trace, loop_order, replay_order
+from meshplan.models.loops.program import sym
 from meshplan.solvers.soap.bound import analyze
+from meshplan.solvers.soap.chi import S
+from meshplan.solvers.soap.pebbling import cdag, optimal_io
+from meshplan.solvers.soap.window import window_bound
 
 EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
+N_, S_ = sym("N"), S
+
+
+@functools.lru_cache(maxsize=None)
+def _analyzed(source: str | None = None):
+    """durbin (or the program of ``source``) and its bound, derived once for the module."""
+    (p,) = parse_file(str(EX / "durbin.py")) if source is None else parse_source(source)
+    return p, analyze(p)
 
 
 def windows(n: int, s: int) -> tuple[int, int]:
@@ -37,9 +52,68 @@ def test_the_pieces():
 
 @pytest.mark.parametrize("n, s", [(16, 64), (64, 16), (128, 32), (256, 64)])
 def test_the_window_counts_are_below_the_loop_order(n, s):
-    (p,) = parse_file(str(EX / "durbin.py"))
+    p, res = _analyzed()
     tr = build_trace(p, {"N": n})
     io = replay_order(tr, loop_order(tr), s)
     r, y = windows(n, s)
     assert r + y // 2 <= io.loads and y // 2 <= io.stores
-    assert analyze(p).evaluate({"N": n, "S": s}) <= io.total
+    assert res.evaluate({"N": n, "S": s}) <= io.total
+    at = {N_: n, S_: s}
+    w = res.window
+    # the tool's window pieces are at most the hand counts (an integral under each sum), and the piece
+    # without recomputation is at most what the loop order (which recomputes nothing) moves
+    assert float(w.bound.subs(at)) <= r
+    assert float(w.no_recomputation.subs(at)) <= r + y <= io.total
+
+
+
+def test_the_tool_derives_the_window():
+    _, res = _analyzed()
+    w = res.window
+    assert (w.pivot, w.loop) == ("S4", "k")                     # alpha = -(r[k] + sum)/beta
+    k = sym("k")
+    assert sp.simplify(w.reads - (k + 1)) == 0                  # r[0..k]
+    assert sp.simplify(w.live - (k + 1)) == 0                   # y after step k − 1, and beta
+    assert w.leading == N_ ** 2 / 2 and w.leading_no_recomputation == 3 * N_ ** 2 / 2
+    assert res.leading == N_ ** 2 / 2                           # the N ≫ S piece leads 7N²/(8S)
+    assert res.evaluate({"N": 16, "S": 64}) < 53                # N < S: the SOAP and trivial pieces
+    assert res.evaluate({"N": 4096, "S": 64}) >= (4096 - 64) ** 2 / 2 - 3
+
+
+CHAIN = """
+def chain(N):
+    for k in range(1, N):
+        for i in range(k + 1):
+            s += r[i]
+        s = s * s
+"""
+
+
+def test_the_window_is_below_the_optimal_pebbling():
+    """A chain small enough for the exhaustive red–blue pebbling (recomputation allowed): at N = 4, S = 3 the
+    window of step 3 reads r[0..3], one more than fits."""
+    p, res = _analyzed(CHAIN)
+    w = res.window
+    assert w is not None and w.pivot == "S2"
+    value = float(w.bound.subs({N_: 4, S_: 3}))
+    best = optimal_io(cdag(p, {"N": 4}), 3)
+    assert 0 < value <= best
+    assert res.evaluate({"N": 4, "S": 3}) <= best
+
+
+@pytest.mark.parametrize("n, s", [(32, 8), (64, 16)])
+def test_the_chain_window_is_below_the_loop_order(n, s):
+    p, res = _analyzed(CHAIN)
+    tr = build_trace(p, {"N": n})
+    io = replay_order(tr, loop_order(tr), s)
+    exact = sum(max(0, k + 1 - s) for k in range(2, n))          # r[0..k] in window k ≥ 2
+    assert float(res.window.bound.subs({N_: n, S_: s})) <= exact <= io.total
+    assert res.evaluate({"N": n, "S": s}) <= io.total
+
+
+def test_no_window_without_a_chain_or_with_two_sizes():
+    two = CHAIN.replace("(N)", "(N, M)").replace("range(k + 1)", "range(M)").replace("r[i]", "r[i]")
+    (p,) = parse_source(two)
+    assert window_bound(p) is None                               # two size parameters: not fitted
+    (p,) = parse_file(str(EX / "gemm.py"))
+    assert window_bound(p) is None

@@ -1,0 +1,216 @@
+"""Window (streaming) lower bounds: a chain of one value per outer step that every next step waits for.
+
+The S-partition bound of SOAP (Kwasniewski's thesis, section 5.2, eq. 5.9) sees a subgraph's tiles, not
+the order a reduction imposes on them.  When an outer loop ``k`` computes one value ``P(k)`` per step
+(the *pivot*: durbin's ``alpha``, a statement under ``k`` alone) that depends on ``P(k − 1)``, let
+``T_k`` be the first computation of ``P(k)`` and the *window* ``W_k`` the instances of step ``k`` on a
+path ``P(k − 1) ⇝ x ⇝ P(k)``.  Every ``x ∈ W_k`` is first computed in ``(T_{k−1}, T_k]`` (after a
+predecessor, before a successor), when all its inputs are red; the windows of different ``k`` are
+disjoint.  So the ``c(k)`` distinct input elements (initial values: blue at the start) that ``W_k``
+reads are all red at some time of the window, at most ``S`` of them were red at ``T_{k−1}``, and
+
+    Q ≥ Σ_k (c(k) − S)⁺                                   (recomputation allowed: the red–blue game).
+
+Without recomputation a second count holds: the ``L(k)`` values computed in ``W_k`` (besides ``P(k)``)
+and read by an instance that depends on ``P(k)`` are all computed before ``T_k`` and used after it, so
+at ``T_k`` at most ``S − 1`` of them are red beside ``P(k)`` and each other one is stored in the window
+and loaded after it: ``2·Σ_k (L(k) + 1 − S)⁺`` more.  With recomputation a value may instead be
+recomputed from a smaller dominator set (Hong and Kung), so this part is reported separately.
+
+:func:`window_bound` finds pivots, windows and the counts on exact traces of the program at three sizes
+(the one size parameter 8, 12, 16 and 24; :func:`~meshplan.models.soap.replay.build_trace`), fits ``c`` and ``L`` as
+affine functions of ``k`` that hold at every step from a fixed one on and at every size, and sums them
+symbolically with the integral lower bound ``Σ_{k=k0}^{K} f(k) ≥ ∫_{k0−1}^{K} f`` (``f`` nondecreasing).
+The fit is checked at those sizes only: a
+count that changes form at a constant step past 24 would be missed.  Programs of more than one size
+parameter are not analysed (a count that depends on two sizes, ``min(k, M)``, cannot be fitted on sizes
+that are all equal).  Anything not recognized gives ``None`` (no window piece)."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+import sympy as sp
+
+from meshplan.models.core.errors import ModelError
+from meshplan.models.loops.program import Program, sym
+from meshplan.models.soap.replay import build_trace, loop_order, producers, stream
+from meshplan.solvers.soap.chi import S
+
+__all__ = ["WindowBound", "window_bound", "SAMPLE_SIZES"]
+
+#: every parameter takes these values in the traces the counts are fitted on
+SAMPLE_SIZES = (8, 12, 16, 24)
+#: traces of more instances are not built (no window piece)
+MAX_INSTANCES = 20_000
+
+
+@dataclass(frozen=True)
+class WindowBound:
+    """The window bound of one pivot: ``bound`` (recomputation allowed), ``no_recomputation`` (that plus
+    the live values' stores and loads) and their leading terms when every size is ≫ S."""
+
+    pivot: str                  # the statement computing P(k)
+    loop: str                   # the outer loop variable k
+    first: int                  # the first step k0 the counts hold from
+    reads: sp.Expr              # c(k): distinct inputs the window reads
+    live: sp.Expr               # L(k): window values read after P(k)
+    bound: sp.Expr
+    no_recomputation: sp.Expr
+    leading: sp.Expr
+    leading_no_recomputation: sp.Expr
+
+
+def window_bound(program: Program) -> WindowBound | None:
+    """The largest window bound over the program's pivots (by leading term at size 2^20), or ``None``."""
+    cands = _candidates(program)
+    if not cands or len(program.params) != 1:
+        return None
+    found: dict[str, list] = {c: [] for c in cands}
+    for n in SAMPLE_SIZES:
+        try:
+            tr = build_trace(program, {p: n for p in program.params}, limit=MAX_INSTANCES)
+        except ModelError:
+            return None
+        graph = _graph(tr)
+        for c in list(found):
+            counts = _counts(tr, graph, c)
+            if counts is None:
+                del found[c]
+            else:
+                found[c].append(counts)
+    best, val = None, 0.0
+    for c, per_size in found.items():
+        w = _fit(program, c, per_size)
+        if w is not None:
+            v = float(w.leading.subs({sym(p): 2 ** 20 for p in program.params}))
+            if v > val:
+                best, val = w, v
+    return best
+
+
+def _candidates(program: Program) -> list[str]:
+    """Statements under one loop of step 1 that read an array a deeper statement under that loop writes
+    (a reduction's result) and write one such a statement reads (the next step waits for them)."""
+    out = []
+    for st in program.statements:
+        if len(st.loops) != 1 or st.loops[0].step != 1:
+            continue
+        deeper = [o for o in program.statements if len(o.loops) > 1 and o.loops[0] == st.loops[0]]
+        if any(a.array == o.output.array for a in st.inputs for o in deeper) and any(
+                a.array == st.output.array for o in deeper for a in o.inputs):
+            out.append(st.name)
+    return out
+
+
+def _graph(tr):
+    """Successor and predecessor lists of the CDAG's computed vertices (one per instance), each instance's
+    input elements (initial values it reads), and the instances on a path to an output."""
+    el, wr, inst = stream(tr, loop_order(tr))
+    prod, final = producers(el, wr, inst)
+    n = tr.instances
+    succ: list[list[int]] = [[] for _ in range(n)]
+    pred: list[list[int]] = [[] for _ in range(n)]
+    ins: list[set[int]] = [set() for _ in range(n)]
+    for e, w, i, p in zip(el.tolist(), wr.tolist(), inst.tolist(), prod.tolist()):
+        if w:
+            continue
+        if p >= 0:
+            succ[p].append(i)
+            pred[i].append(p)
+        else:
+            ins[i].add(e)
+    live = _reach([int(f) for f in final if f >= 0], pred)
+    return succ, pred, ins, live
+
+
+def _reach(start, nxt) -> set[int]:
+    seen, todo = set(start), deque(start)
+    while todo:
+        for w in nxt[todo.popleft()]:
+            if w not in seen:
+                seen.add(w)
+                todo.append(w)
+    return seen
+
+
+def _counts(tr, graph, pivot: str) -> dict[int, tuple[int, int]] | None:
+    """``{k: (c(k), L(k))}`` for every step but the first, or ``None`` when the pivots do not chain."""
+    succ, pred, ins, live = graph
+    prog = tr.program
+    si = [st.name for st in prog.statements].index(pivot)
+    loop = prog.statements[si].loops[0]
+    kv = tr.vars[loop.var]
+    piv = {int(kv[i]): int(i) for i in np.flatnonzero(tr.stmt == si)}
+    steps = sorted(piv)
+    if len(steps) < 4 or any(piv[k] not in live for k in steps):
+        return None
+    out = {}
+    for a, b in zip(steps, steps[1:]):
+        anc, desc = _reach([piv[b]], pred), _reach([piv[a]], succ) - {piv[a]}
+        if piv[b] not in desc:
+            return None
+        window = anc & desc
+        after = _reach([piv[b]], succ) - {piv[b]}
+        reads = set().union(*(ins[x] for x in window))
+        held = sum(1 for x in window if x != piv[b] and any(u in after for u in succ[x]))
+        out[b] = (len(reads), held)
+    return out
+
+
+def _fit(program: Program, pivot: str, per_size: list[dict]) -> WindowBound | None:
+    """Affine ``c(k)``, ``L(k)`` (fitted on the middle two steps) that hold from one step ``k0`` to ``t``
+    steps before the last at every size (the same ``k0`` and ``t`` at every size), summed symbolically:
+    the steps outside that range are left out, which only lowers the bound."""
+    loop = program.statement(pivot).loops[0]
+    fits = []
+    for part in (0, 1):
+        coef = None
+        for counts in per_size:
+            ks = sorted(counts)
+            m = ks[len(ks) // 2]
+            a = counts[m + 1][part] - counts[m][part]
+            b = counts[m][part] - a * m
+            lo, hi = m, m + 1
+            while lo - 1 in counts and counts[lo - 1][part] == a * (lo - 1) + b:
+                lo -= 1
+            while hi + 1 in counts and counts[hi + 1][part] == a * (hi + 1) + b:
+                hi += 1
+            here = (a, b, lo, ks[-1] - hi)
+            if coef is not None and coef != here:
+                return None
+            coef = here
+        if coef[0] < 0:
+            return None
+        fits.append(coef)
+    (a, b, k0r, tr), (al, bl, k0l, tl) = fits
+    k = sym(loop.var)
+    last = loop.upper - 1
+    reads = _sum(a, b, k0r, last - tr)
+    held = 2 * _sum(al, bl + 1, k0l, last - tl)
+    return WindowBound(pivot, loop.var, min(k0r, k0l), a * k + b, al * k + bl, reads, reads + held,
+                       _lead(reads, program.params), _lead(reads + held, program.params))
+
+
+def _sum(a: int, b: int, k0: int, last: sp.Expr) -> sp.Expr:
+    """A lower bound on ``Σ_{k=k0}^{last} (a·k + b − S)⁺``: the integral from ``k0 − 1`` to ``last``."""
+    if a == 0:
+        return sp.Max(0, last - k0 + 1) * sp.Max(0, b - S)
+    hi, lo = sp.Max(0, a * last + b - S), sp.Max(0, a * (k0 - 1) + b - S)
+    return (hi ** 2 - lo ** 2) / (2 * a)
+
+
+def _lead(expr: sp.Expr, params) -> sp.Expr:
+    """The N ≫ S piece: every ``Max(0, x)`` with a size in ``x`` taken as ``x``, then the terms of highest
+    total degree in the sizes."""
+    psyms = [sym(p) for p in params]
+    e = expr.replace(lambda t: isinstance(t, sp.Max) and t.free_symbols & set(psyms),
+                     lambda t: next(x for x in t.args if x.free_symbols & set(psyms)))
+    e = e.replace(lambda t: isinstance(t, sp.Max), lambda t: sp.Integer(0))   # no size: S ≥ it
+    poly = sp.Poly(sp.expand(e), *psyms)
+    if poly.is_zero:
+        return sp.Integer(0)
+    deg = poly.total_degree()
+    return sp.Add(*[c * sp.Mul(*[x ** m for x, m in zip(psyms, ms)]) for ms, c in poly.terms() if sum(ms) == deg])
