@@ -185,23 +185,23 @@ def _collective(method, send_shape, recv_shape, pack, dim: int, dt, layout=None)
     elif layout is None and dim:
         def join(recv):
             return _join(recv, dim)
-    size = math.prod(recv_shape)
 
     def run(tile: np.ndarray, dest: np.ndarray | None) -> np.ndarray:
         if pack is None:
             send = tile.reshape(send_shape)
-        else:
-            send = np.empty(send_shape, dtype=dt)
-            np.copyto(send, tile.reshape(view).transpose(order))
+        else:   # a new array of send_shape, in the pieces' order
+            send = np.ascontiguousarray(tile.reshape(view).transpose(order))
         if join is not None:
             recv = np.empty(recv_shape, dtype=dt)
             method(send, recv)
             return join(recv)
-        # the received pieces are the new tile: received in place of it (into dest when it fits)
-        if dest is not None and dest.size == size and dest.dtype == dt and dest.flags.c_contiguous:
-            recv = dest.reshape(recv_shape)
-        else:
-            recv = np.empty(recv_shape, dtype=dt)
+        # the received pieces are the new tile: received in place of it, into dest when given (the caller's
+        # output, checked by _direct: C-contiguous, of this step's result shape and dtype), which is returned
+        # as it is: nothing but the return after the MPI call
+        if dest is not None:
+            method(send, dest.reshape(recv_shape))
+            return dest
+        recv = np.empty(recv_shape, dtype=dt)
         method(send, recv)
         return recv.reshape(joined)
     return run
@@ -331,18 +331,19 @@ class RedistributionExecutor(Executor):
             out[...] = tile
             return out
         first, last, sent, received, _ = compiled
+        # the call's bytes (the same every call) are counted before its steps, so that no Python but the return
+        # runs after the last MPI call: on ranks that share cores, each µs there delays the slowest rank
+        self.counter.add(sent, received)
         y = tile
         for st in first:
             y = st.run(y, None)
         if direct and out is not None:
             y = last(y, out)
-            self.counter.add(sent, received)
             # numpy's views keep the array that owns the memory as their base
             if y is not out and y.base is not (out if out.base is None else out.base):
                 out[...] = y
             return out
         y = last(y, None)
-        self.counter.add(sent, received)
         if out is None:
             return y
         out[...] = y

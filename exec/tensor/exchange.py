@@ -22,6 +22,8 @@ from mpi4py import MPI
 from mpi4py.util.dtlib import from_numpy_dtype
 
 from meshplan.exec.runtime.shm import ALIGN, NodeStaging
+from meshplan.exec.tensor.boxes import (box_index, flat_range, free_types, local_runs, local_slices, selected_shape,
+                                        selection_type)
 from meshplan.exec.tensor.persistent import Persistent, none, release, weak
 from meshplan.models.core.errors import ModelError
 from meshplan.models.tensor.partition import Box, box_shape, box_volume
@@ -52,82 +54,15 @@ def stage_min(value: int | None) -> Iterator[None]:
         STAGE_MIN = saved
 
 
-def local_slices(box: Box, origin: Sequence[int]) -> tuple[slice, ...]:
-    """The slices of global box ``box`` in a local array whose element 0 is global ``origin``."""
-    return tuple(slice(lo - o, hi - o) for (lo, hi), o in zip(box, origin))
-
-
 def reverse(transfers: Sequence[Transfer]) -> tuple[Transfer, ...]:
     return tuple(t.reversed() for t in transfers)
 
-
-def _local_runs(t: Transfer, origin: Sequence[int]) -> tuple[tuple[tuple[int, int], ...], ...]:
-    runs = tuple(((lo, hi),) for lo, hi in t.box) if t.runs is None else t.runs
-    return tuple(tuple((a - o, b - o) for a, b in rr) for rr, o in zip(runs, origin))
-
-
-def _index(t: Transfer, origin: Sequence[int]):
-    """numpy index of the transfer's elements in a local array with element 0 at global ``origin``."""
-    if t.runs is None:
-        return local_slices(t.box, origin)
-    return np.ix_(*[np.concatenate([np.arange(a, b) for a, b in rr]) for rr in _local_runs(t, origin)])
-
-
-def _selected_shape(t: Transfer) -> tuple[int, ...]:
-    return box_shape(t.box) if t.runs is None else tuple(sum(b - a for a, b in rr) for rr in t.runs)
-
-
-def selection_type(base: MPI.Datatype, shape: Sequence[int], runs) -> MPI.Datatype:
-    """A committed datatype selecting the product of per-dimension ``runs`` (local ``[a, b)``) of a
-    C-ordered array of ``shape``: a subarray when every dimension is one run."""
-    if all(len(rr) == 1 for rr in runs):
-        return base.Create_subarray(list(shape), [b - a for ((a, b),) in runs], [a for ((a, _),) in runs]).Commit()
-    item = base.Get_size()
-    strides = [item * int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape))]
-    made = []
-    t = base.Create_indexed([b - a for a, b in runs[-1]], [a for a, _ in runs[-1]])
-    for k in range(len(shape) - 2, -1, -1):
-        made.append(t)
-        row = t.Create_resized(0, strides[k])       # one row of dimension k: copies step row by row
-        made.append(row)
-        t = row.Create_hindexed([b - a for a, b in runs[k]], [a * strides[k] for a, _ in runs[k]])
-    t.Commit()
-    for m in made:
-        m.Free()
-    return t
-
-
-def free_types(types: list) -> None:
-    """Free committed datatypes (each handle becomes ``MPI.DATATYPE_NULL``) and empty the list; nothing
-    once MPI is finalized (the handles died with it).  Idempotent: a :class:`Exchange`'s finalizer."""
-    if not MPI.Is_finalized():
-        for t in types:
-            if t != MPI.DATATYPE_NULL:
-                t.Free()
-    types.clear()
 
 
 def _free_all(types: list, requests: list) -> None:
     """An :class:`Exchange`'s finalizer: its persistent requests, then its datatypes (idempotent)."""
     release(requests)
     free_types(types)
-
-
-def _flat_range(t: Transfer, origin: Sequence[int], shape: Sequence[int]) -> tuple[int, int] | None:
-    """``(offset, count)`` of the transfer's elements if they are one contiguous stretch of a C-ordered
-    array of ``shape`` (element 0 at global ``origin``); None otherwise."""
-    if t.runs is not None:
-        return None
-    box = [(lo - o, hi - o) for (lo, hi), o in zip(t.box, origin)]
-    ext = [hi - lo for lo, hi in box]
-    k = next((i for i, e in enumerate(ext) if e > 1), len(ext) - 1)
-    if any(box[i] != (0, shape[i]) for i in range(k + 1, len(shape))):
-        return None
-    off, stride = 0, 1
-    for i in range(len(shape) - 1, -1, -1):
-        off += box[i][0] * stride
-        stride *= shape[i]
-    return off, int(np.prod(ext, dtype=np.int64))
 
 
 class Exchange(Persistent):
@@ -178,7 +113,7 @@ class Exchange(Persistent):
         slots = self._slots(transfers, staged) if staged else {}
         #: whether :meth:`run` synchronises this node (some staged box has both ends on it)
         self.sync = bool(staged) and any(self.staging.same_node(transfers[i].src, me) for i in staged)
-        typ = lambda shape, t, origin: self._own(selection_type(base, shape, _local_runs(t, origin)))
+        typ = lambda shape, t, origin: self._own(selection_type(base, shape, local_runs(t, origin)))
         into_me, rvol = 0, 0
         for i, t in enumerate(transfers):
             if t.volume == 0:
@@ -186,24 +121,24 @@ class Exchange(Persistent):
             if t.dst == me:
                 into_me += t.volume
             if t.src == me and t.dst == me:
-                self.local.append((_index(t, so), _index(t, do)))
+                self.local.append((box_index(t, so), box_index(t, do)))
             elif t.src == me and i in staged:
-                sends.append((t.dst, ("stage", _index(t, so), slots[i], _selected_shape(t))))
+                sends.append((t.dst, ("stage", box_index(t, so), slots[i], selected_shape(t))))
             elif t.src == me:
-                flat = _flat_range(t, so, sshape)
+                flat = flat_range(t, so, sshape)
                 if flat is not None:
                     sends.append((t.dst, ("flat",) + flat))
                 elif t.volume * self.dtype.itemsize <= PACK_LIMIT:
-                    sends.append((t.dst, ("pack", _index(t, so), np.empty(_selected_shape(t), self.dtype))))
+                    sends.append((t.dst, ("pack", box_index(t, so), np.empty(selected_shape(t), self.dtype))))
                 else:
                     sends.append((t.dst, ("type", typ(sshape, t, so))))
             elif t.dst == me and i in staged:
-                self.recvs.append((t.src, ("stage", slots[i], _selected_shape(t)), _index(t, do)))
+                self.recvs.append((t.src, ("stage", slots[i], selected_shape(t)), box_index(t, do)))
             elif t.dst == me and add:
-                self.recvs.append((t.src, ("buf", rvol, _selected_shape(t)), _index(t, do)))
+                self.recvs.append((t.src, ("buf", rvol, selected_shape(t)), box_index(t, do)))
                 rvol += t.volume
             elif t.dst == me:
-                flat = _flat_range(t, do, dshape)
+                flat = flat_range(t, do, dshape)
                 self.recvs.append((t.src, ("flat",) + flat if flat else
                                    ("type", typ(dshape, t, do)), None))
         #: sends in rotated peer order (stable: boxes to one peer keep the plan's order, as their receives)
@@ -224,6 +159,12 @@ class Exchange(Persistent):
         local_volume = sum(t.volume for t in transfers if t.src == me and t.dst == me)
         self.local_covers = (add and dst_box is not None and len(self.local) == 1
                              and local_volume == box_volume(dst_box))
+        #: the receives copied or added after the wait (those into a buffer or a staging slot), in plan order:
+        #: none for a copying exchange without staging, which then runs no Python after its wait
+        self._after = tuple(k for k, (_, (how, *_), _) in enumerate(self.recvs) if how in ("stage", "buf"))
+        #: whether the output must be filled before :meth:`run`: an adding exchange adds into it (unless its
+        #: local box covers it), a copying one that does not write every element leaves the rest
+        self.needs_fill = (not self.local_covers) if add else (not self.covers)
         self._slot_views = None
 
     def _message_bytes(self, how: str, what) -> int:
@@ -254,7 +195,7 @@ class Exchange(Persistent):
         if not cand:
             return frozenset(), st
         me = comm.Get_rank()
-        mine = [i for i in cand if transfers[i].src == me and _flat_range(transfers[i], so, sshape) is None]
+        mine = [i for i in cand if transfers[i].src == me and flat_range(transfers[i], so, sshape) is None]
         return frozenset(i for got in comm.allgather(mine) for i in got), st
 
     def _slots(self, transfers, staged) -> dict[int, int]:
@@ -299,9 +240,11 @@ class Exchange(Persistent):
         """Whether :meth:`free` ran (the exchange cannot run any more)."""
         return self._closed
 
-    def run(self, src: np.ndarray | None, dst: np.ndarray | None) -> None:
+    def run(self, src: np.ndarray | None, dst: np.ndarray | None, pad: tuple | None = None) -> None:
         """Move every box from ``src`` (C-contiguous, this rank's input block or None) into ``dst``
-        (C-contiguous output block or None): copied, or added to what ``dst`` holds.
+        (C-contiguous output block or None): copied, or added to what ``dst`` holds.  ``pad`` is
+        ``(value, regions)``: ``dst[region] = value`` for each region (outside every box this rank receives or
+        copies), done while the messages travel.
 
         When a call gets the same two arrays as the call before, its messages become persistent requests
         (``Send_init``/``Recv_init``, started by each later call with those arrays: no request, buffer
@@ -309,21 +252,22 @@ class Exchange(Persistent):
         when other arrays come, or by :meth:`free`.  The requests hold the two arrays until then."""
         bound = self._bound
         if bound is not None and bound[0] is src and bound[1] is dst:
-            self._run_bound(bound[2])
+            self._run_bound(bound[2], pad)
             return
         if self._closed:
             raise ModelError("this exchange was freed (close() or free()); build a new one")
         last = self._last
         if last[0]() is src and last[1]() is dst and (src is not None or dst is not None):
             self._bind(src, dst)
-            self._run_bound(self._bound[2])
+            self._run_bound(self._bound[2], pad)
             return
         self._last = (weak(src), weak(dst))
-        self._run_once(src, dst)
+        self._run_once(src, dst, pad)
 
-    def _local(self, src, dst, local) -> None:
+    def _local(self, src, dst, local, pad) -> None:
         """The transfers to itself (while the messages are in flight): copied, or added; ``local`` holds
-        ``(dst view, src view)`` pairs, or ``(dst index, src index)`` where a box is not a view."""
+        ``(dst view, src view)`` pairs, or ``(dst index, src index)`` where a box is not a view.  Then the
+        ``pad`` regions (see :meth:`run`) are filled."""
         add = self.add and not self.local_covers
         for d, s in local:
             if type(d) is np.ndarray:
@@ -335,24 +279,22 @@ class Exchange(Persistent):
                 dst[d] += src[s]
             else:
                 dst[d] = src[s]
+        if pad is not None:
+            for r in pad[1]:
+                dst[r] = pad[0]
 
     def _finish(self, dst, views) -> None:
-        """After the wait: count the call's bytes, then copy or add the received boxes in plan order."""
-        if self._counter is not None:
-            self._counter.add(*self._bytes)
-        for k, (_, (how, *where), di) in enumerate(self.recvs):      # plan order: sums are deterministic
-            if how == "stage":
-                got = views[("recv", k)]
-            elif how == "buf":
-                got = self._rviews[k]
-            else:
-                continue
+        """After the wait: copy or add the received boxes that arrived in a buffer or a staging slot, in plan
+        order (sums are deterministic)."""
+        for k in self._after:
+            _, (how, *_), di = self.recvs[k]
+            got = views[("recv", k)] if how == "stage" else self._rviews[k]
             if self.add:
                 dst[di] += got
             else:
                 dst[di] = got
 
-    def _run_once(self, src: np.ndarray | None, dst: np.ndarray | None) -> None:
+    def _run_once(self, src: np.ndarray | None, dst: np.ndarray | None, pad: tuple | None) -> None:
         reqs, comm = [], self._raw
         for k, (peer, (how, *where), _) in enumerate(self.recvs):
             if how == "stage":
@@ -381,18 +323,15 @@ class Exchange(Persistent):
                 reqs.append(comm.Isend(buf, peer, _TAG))
             else:
                 reqs.append(comm.Isend([src, 1, what[0]], peer, _TAG))
-        self._local(src, dst, [(di, si) for si, di in self.local])  # overlaps the messages
+        if self._counter is not None:   # the call's bytes (the same every call), counted while they travel
+            self._counter.add(*self._bytes)
+        self._local(src, dst, [(di, si) for si, di in self.local], pad)  # overlaps the messages
         if self.sync:
             self.staging.publish()     # every staged box of the node is stored
         if reqs:
             MPI.Request.Waitall(reqs)
-        self._finish(dst, views)
-
-    @property
-    def needs_fill(self) -> bool:
-        """Whether the output must be filled before :meth:`run`: an adding exchange adds into it (unless its
-        local box covers it), a copying one that does not write every element leaves the rest."""
-        return (not self.local_covers) if self.add else (not self.covers)
+        if self._after:
+            self._finish(dst, views)
 
     def free(self) -> None:
         """Release the persistent requests and the committed datatypes (idempotent; the exchange cannot run

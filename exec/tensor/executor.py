@@ -54,13 +54,15 @@ class HaloExecutor(Executor):
 
     def forward(self, x: Any, out: np.ndarray | None = None) -> np.ndarray | None:
         """Owned block → extended block (halo received, padding filled); None off the partition."""
-        self._require_open()
-        return self.exchange.forward(x, out=out)
+        if self._closed:
+            self._require_open()
+        return self.exchange.forward(x, out)
 
     def adjoint(self, y: Any, out: np.ndarray | None = None) -> np.ndarray | None:
         """Extended block → owned block with every halo value added back into its owner."""
-        self._require_open()
-        return self.exchange.adjoint(y, out=out)
+        if self._closed:
+            self._require_open()
+        return self.exchange.adjoint(y, out)
 
     __call__ = forward
 

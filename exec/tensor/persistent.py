@@ -80,7 +80,7 @@ class Persistent:
         self._bound = None
         release(self._requests)
 
-    def _run_bound(self, parts) -> None:
+    def _run_bound(self, parts, pad=None) -> None:
         """:meth:`_run_once` with the persistent requests and views of :meth:`_bind`."""
         src, dst, recvs, sends, local, reqs = parts
         if recvs:
@@ -96,9 +96,12 @@ class Persistent:
             if buf is not None:
                 np.copyto(buf, box if type(box) is np.ndarray else src[box])
             req.Start()
-        self._local(src, dst, local)
+        if self._counter is not None:   # counted while the messages travel: no Python after the wait but the
+            self._counter.add(*self._bytes)    # received boxes' copies or adds (none when all land in place)
+        self._local(src, dst, local, pad)
         if self.sync:
             self.staging.publish()
         if reqs:
             MPI.Request.Waitall(reqs)
-        self._finish(dst, views)
+        if self._after:
+            self._finish(dst, views)

@@ -117,11 +117,16 @@ class _Moves(_Closing):
         return self.lowering.bytes_sent(self.transfers, self.dtype.itemsize)
 
     def _run(self, runner, x, xbox, ybox, what: str, out, fill: float, regions=None):
-        """``regions``: the only parts of the output the runner leaves unwritten (None: maybe all of it)."""
+        """``regions``: the only parts of the output the runner leaves unwritten (None: maybe all of it); they
+        lie outside every box the runner writes, so an :class:`Exchange` fills them while its messages travel."""
         same = self._same.get(id(runner))
         if same is not None and out is not None and same[0]() is x and same[1]() is out:
-            self._fill(runner, out, fill, regions)
-            runner.run(x, out)
+            if regions is not None:           # the last call's arrays: straight to the exchange's bound call
+                runner.run(x, out, (fill, regions) if runner.needs_fill else None)
+            else:
+                if runner.needs_fill:
+                    out.fill(fill)
+                runner.run(x, out)
             return out
         if isinstance(runner, Exchange) and runner.closed:
             raise ModelError(f"{type(self).__name__} was closed; build a new one")
