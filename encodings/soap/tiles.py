@@ -107,6 +107,8 @@ def encode_tiles(problem: SubProblem, *, budget: int, lower: dict, caps: dict,
     for t in problem.terms:
         if t.kind == "union":
             F_terms.append((maximum([box(part) for part in t.parts])[0], 1))
+        elif t.kind == "pair":   # a box tile's rows of a triangular pair: its two boxes (≥ the pair term)
+            F_terms += [(box(part)[0], 1) for part in t.parts]
         elif t.kind == "inout":
             F_terms.append((box(t.dims, [(t.version, t.t_version)])[0], 1))
             F_terms.append((box(t.dims, [(t.version, t.t_version)], shift=t.t)[0], -1))

@@ -31,6 +31,7 @@ from meshplan.models.soap.access import Component, components
 from meshplan.models.loops.program import Program, sym
 from meshplan.models.soap.symbolic import simplified
 from meshplan.models.soap.dead import constant_in_tile, input_free_writers
+from meshplan.models.soap.coincide import coinciding_pairs
 from meshplan.models.soap.terms import (Term, UnionFind, access_text, box, default_size, input_terms, undominated,
                                         merge_writers, tile_symbol)
 
@@ -83,6 +84,8 @@ class Sdg:
     vertices: tuple[str, ...]
     edges: frozenset
     inputs: tuple[str, ...]
+    #: input terms by (array, components with their classes): most subgraphs share an input's accesses
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def computed(self) -> tuple[str, ...]:
@@ -296,13 +299,18 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
     for arr, cs in internal.items():
         terms = internal_reads(arr, cs, terms, comps, matched, classes_of, prog, H, notes, cls=uf.find)
     for arr, cs in inputs.items():
-        terms += input_terms(arr, cs, classes_of, uf, prog, sample_size, notes)
+        key = (arr, sample_size, tuple((c, classes_of(c), tuple(uf.find(v) for v in c.version)) for c in cs))
+        if key not in sdg.memo:     # input_terms reads nothing else of the subgraph
+            said: list[str] = []
+            sdg.memo[key] = (tuple(input_terms(arr, cs, classes_of, uf, prog, sample_size, said)), tuple(said))
+        terms += sdg.memo[key][0]
+        notes += sdg.memo[key][1]
     stmts = [st for st in stmts if st.name not in input_free]
     classes = tuple(dict.fromkeys(uf.find(v) for st in stmts for v in st.vars))
     work = tuple((st.name, tuple(uf.find(v) for v in st.vars)) for st in stmts)
     members = {cl: tuple(v for v in owner if uf.find(v) == cl) for cl in classes}
-    return SubProblem(H, tuple(st.name for st in stmts), classes, members, work, tuple(terms),
-                      tuple(dict.fromkeys(notes)))
+    return coinciding_pairs(SubProblem(H, tuple(st.name for st in stmts), classes, members, work, tuple(terms),
+                                       tuple(dict.fromkeys(notes))), prog)
 
 
 def matched_stmt(c: Component, group) -> str:

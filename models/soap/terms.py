@@ -29,8 +29,9 @@ def tile_symbol(cls: str) -> sp.Symbol:
 
 
 #: an input access set (Lemma 5.3), an input-output access set of a versioned array (Corollary 5.1),
-#: or a union of boxes (bounded overlap, section 5.5.3)
-TermKind = Literal["input", "inout", "union"]
+#: a union of boxes (bounded overlap, section 5.5.3), or a triangular pair read by rows that may coincide
+#: (section 4.6.2; :mod:`meshplan.models.soap.coincide`)
+TermKind = Literal["input", "inout", "union", "pair"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,9 @@ class Term:
 
     ``kind``: ``input`` (Lemma 5.3), ``inout`` (Corollary 5.1, with the fused
     version dimension ``version`` and its offset count ``t_version``) or
-    ``union`` (bounded overlap of ``parts``: at least the largest part).
+    ``union`` (bounded overlap of ``parts``: at least the largest part) or
+    ``pair`` (the two boxes ``parts`` of a triangular pair whose rows may coincide: at least
+    ``|part 1| + |part 2|/2``, :mod:`meshplan.models.soap.coincide`; ``dims`` then lists their sides).
     ``dims`` are the tile variables of each box dimension (more than one: a
     non-injective dimension with at least max |D^v| distinct values, section
     5.5.3) and ``t`` the offset counts |t̂^i|.
@@ -70,6 +73,8 @@ class Term:
                 return D[vs[0]]
             return sp.Max(*[D[v] for v in vs])  # ≤ #distinct values of a linear g (section 5.5.3)
 
+        if self.kind == "pair":    # rows of P pairs, |I| of them kept: ≥ P/|I| + |I|/2 (models/soap/coincide.py)
+            return sp.Mul(*[side(d) for d in self.parts[0]]) + sp.Mul(*[side(d) for d in self.parts[1]]) / 2
         if self.kind == "union":   # ≤ |union|: its largest sum group (a part alone without sums)
             groups = self.sums or tuple((n,) for n in range(len(self.parts)))
             return sp.Max(*[sp.Add(*[sp.Mul(*[side(d) for d in self.parts[n]]) for n in g]) for g in groups])
@@ -89,6 +94,8 @@ class Term:
         if self.kind == "union":
             groups = self.sums or tuple((n,) for n in range(len(self.parts)))
             return f"{self.array}: overlap of " + ", ".join(" + ".join(box(self.parts[n]) for n in g) for g in groups)
+        if self.kind == "pair":
+            return f"{self.array}: coinciding pair {box(self.parts[0])} + {box(self.parts[1])}/2"
         v = f", version ({'·'.join(self.version) or '1'}) t={self.t_version}" if self.kind == "inout" else ""
         return f"{self.array}: {self.kind} {box(self.dims)} t={list(self.t)}{v}"
 

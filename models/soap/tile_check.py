@@ -30,6 +30,8 @@ def term_value(term: Term, D: Mapping[str, int]) -> Fraction:
     """The access-size lower bound of ``term`` at integer tiles ``D`` (exact, solver-free)."""
     if term.kind == "union":
         return Fraction(max(math.prod(_side(d, D) for d in part) for part in term.parts))
+    if term.kind == "pair":     # a box tile's rows of a triangular pair: its two boxes (≥ the pair term)
+        return Fraction(sum(math.prod(_side(d, D) for d in part) for part in term.parts))
     s = [_side(d, D) for d in term.dims]
     t = list(term.t)
     if term.kind == "inout":

@@ -51,6 +51,8 @@ def posynomial(term: Term) -> list[tuple[Fraction, dict[str, Fraction]]]:
 
     if term.kind == "union":
         raise ValueError(f"union term {term.array}: split the max cases first (models.soap.cases)")
+    if term.kind == "pair":     # |part 1| + |part 2|/2 (models/soap/coincide.py)
+        return box(term.parts[0]) + [(c / 2, e) for c, e in box(term.parts[1])]
     sides = [_sides(d) for d in term.dims]
     t = list(term.t)
     if term.kind == "inout":
