@@ -14,6 +14,7 @@ process count ``p`` at least 1).
 from __future__ import annotations
 
 from functools import lru_cache
+from math import lcm
 
 import sympy as sp
 
@@ -22,14 +23,48 @@ from meshplan.models.counting.quasi import isl_cond
 from meshplan.solvers.counting.qpsym import condition, nonzero_at_small, qp_sym, readable, vanishes
 from meshplan.solvers.counting.qptext import Region, qp_text, set_text, zero_on
 
-__all__ = ["is_available", "Cases", "count_domains", "isl_text", "qp_text", "SharedPrinter"]
+__all__ = ["is_available", "Cases", "card", "count_domains", "isl_text", "qp_text", "SharedPrinter"]
 
 try:
     import islpy as _isl
 
-    _PARAM, _DIV = _isl.dim_type.param, _isl.dim_type.div
+    _PARAM, _DIV, _SET = _isl.dim_type.param, _isl.dim_type.div, _isl.dim_type.set
 except ImportError:  # is_available() says so
-    _PARAM = _DIV = None
+    _PARAM = _DIV = _SET = None
+
+
+def _random_state():
+    """The C library's ``initstate``/``setstate`` (None where they are missing), and a state buffer of its own."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        init, put = libc.initstate, libc.setstate
+    except (OSError, AttributeError):
+        return None
+    init.restype, init.argtypes = ctypes.c_void_p, [ctypes.c_uint, ctypes.c_char_p, ctypes.c_size_t]
+    put.restype, put.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    return init, put, ctypes.create_string_buffer(128)
+
+
+_RANDOM = _random_state()
+
+
+def card(s):
+    """``isl_set_card`` of ``s`` (an isl set), the same text for the same set in every process: Barvinok's
+    algorithm, as the barvinok library implements it, draws a vector ``lambda`` with ``lambda . r != 0`` for every
+    ray ``r`` of a cone from the C library's ``random()`` (the specialization of the generating function), so
+    the pieces of a count, equal in value, would be printed differently depending on what the process counted
+    before.  The generator is started from one seed in a state of its own for each
+    count, and the caller's state is put back afterwards."""
+    if _RANDOM is None:
+        return s.card()
+    init, put, buf = _RANDOM
+    old = init(1, buf, len(buf))
+    try:
+        return s.card()
+    finally:
+        put(old)
 
 
 def is_available() -> bool:
@@ -229,6 +264,73 @@ def isl_text(dom: Domain, params: tuple[str, ...], procs: str | None = None) -> 
     return f"[{', '.join(params)}] -> {{ [{dims}] : {' and '.join(conds) or '1 = 1'} }}"
 
 
+_INT_OPS = {">=": (False, 0), ">": (False, 1), "<=": (True, 0), "<": (True, 1)}
+
+
+def _plain_rows(c, den_rows: list) -> bool:
+    """Append ``(is_equality, {name: k}, k_0)`` (integers: ``Σ k·name + k_0 >= 0`` or ``= 0``) for the
+    condition ``c`` to ``den_rows``; False when ``c`` is not one affine relation over names (an ``and``
+    of them counts too): ``min``/``max``/``floor``/``mod``, ``or``, ``not`` and ``!=`` go through isl's
+    parser."""
+    if c is True:
+        return True
+    if not isinstance(c, tuple):
+        return False
+    if c[0] == "and":
+        return all(_plain_rows(a, den_rows) for a in c[1])
+    if c[0] != "rel":
+        return False
+    op, f = c[1], c[2]
+    items = f.items() if isinstance(f, dict) else f
+    den = 1
+    for a, k in items:
+        if not isinstance(a, str):
+            return False
+        if k.denominator != 1:
+            den = lcm(den, k.denominator)
+    row = {a: k.numerator * (den // k.denominator) for a, k in items}
+    k0 = row.pop("", 0)
+    if op == "=":
+        den_rows.append((True, row, k0))
+        return True
+    if op not in _INT_OPS:
+        return False
+    neg, strict = _INT_OPS[op]
+    if neg:
+        row = {a: -k for a, k in row.items()}
+        k0 = -k0
+    den_rows.append((False, row, k0 - strict))  # integers: F > 0 is F - 1 >= 0
+    return True
+
+
+def isl_set(dom: Domain, params: tuple[str, ...], procs: str | None = None):
+    """The isl set of ``dom`` (the set of :func:`isl_text`): a domain whose conditions are affine relations over
+    names is built constraint by constraint, in the order of the text (isl's parser intersects its
+    conjuncts in that order: the same set); others are read from their text."""
+    import islpy as isl
+
+    rows: list = []
+    if dom.quasi is None or not all(_plain_rows(c, rows) for c in dom.quasi[1]):
+        return isl.Set(isl_text(dom, params, procs))
+    dims = list(dom.quasi[0])
+    space = isl.Space.create_from_names(isl.DEFAULT_CONTEXT, set=dims, params=list(params))
+    pos = {q: (_PARAM, i) for i, q in enumerate(params)}
+    pos.update((x, (_SET, i)) for i, x in enumerate(dims))
+    bs = isl.BasicSet.universe(space)
+    ls = bs.get_local_space()
+    for q in params:
+        c = isl.Constraint.inequality_alloc(ls).set_coefficient_val(_PARAM, pos[q][1], 1)
+        bs = bs.add_constraint(c.set_constant_val(-1) if q == procs else c)
+    for eq, row, k0 in rows:
+        c = (isl.Constraint.equality_alloc if eq else isl.Constraint.inequality_alloc)(ls)
+        for a, k in row.items():
+            if k:
+                t, i = pos[a]
+                c = c.set_coefficient_val(t, i, k)
+        bs = bs.add_constraint(c.set_constant_val(k0) if k0 else c)
+    return isl.Set.from_basic_set(bs)
+
+
 def _extends(qp, rest: Region, names: list) -> bool:
     """True when ``qp`` is 0 on ``rest``: shown by isl (:func:`_zero_on`), or where isl can neither show nor
     refute it, by sympy (:func:`_vanishes`)."""
@@ -289,7 +391,7 @@ def count_domains(domains: dict[str, Domain], params: tuple[str, ...], procs: st
     context = _context(tuple(params), procs)
     out = {}
     for name, dom in domains.items():
-        pw = isl.Set(isl_text(dom, params, procs)).card().coalesce()
+        pw = card(isl_set(dom, params, procs)).coalesce()
         text = pw.to_str()
         if "infty" in text:
             return None

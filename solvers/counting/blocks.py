@@ -102,7 +102,9 @@ def _set(dom: Domain, params: tuple[str, ...], shift: dict, extra: tuple = ()):
 
 
 def _card(dom: Domain, params: tuple[str, ...], shift: dict, extra: tuple = ()):
-    return _set(dom, params, shift, extra).card()
+    from meshplan.solvers.counting.barvinok import card
+
+    return card(_set(dom, params, shift, extra))
 
 
 def _context(params: tuple[str, ...], region: str):

@@ -105,14 +105,19 @@ def set_text(s, names: list) -> str:
 
 
 class Region:
-    """A set of parameter values, split once for :func:`_zero_on`: per basic set a sample point (``points``) and,
+    """A set of parameter values, split once for :func:`zero_on`: per basic set a sample point (``points``) and,
     when first asked for (``parts``), the range of each parameter that is bounded there (None when some range
-    has more than ``most`` values)."""
+    has more than ``most`` values).  What :func:`zero_on` computes from the region alone (the basic sets as sets,
+    the points further along a parameter, the basic sets with the bounded parameters fixed) is kept for the next
+    quasi-polynomial tested on it."""
 
     def __init__(self, region, most: int = 64) -> None:
         self.set, self.most = region, most
         self.points = [(bs, bs.sample_point()) for bs in region.get_basic_sets()]
         self._parts = None
+        self._sets: dict = {}
+        self._far: dict = {}
+        self._fixed: dict = {}
 
     @property
     def parts(self) -> list:
@@ -132,19 +137,70 @@ class Region:
                 self._parts.append((bs, pt, ranges))
         return self._parts
 
+    def whole(self, k: int):
+        """The ``k``-th basic set of :attr:`parts` as an isl set."""
+        out = self._sets.get(k)
+        if out is None:
+            import islpy as isl
 
-def _nonzero_further(qp, bs, pt, free: list) -> bool:
-    """True when ``qp`` is not 0 at a point of ``bs`` beyond its sample point ``pt`` along an unbounded
-    parameter (one more ILP sample per parameter in ``free``): a cheap refutation."""
-    import islpy as isl
+            out = self._sets[k] = isl.Set.from_basic_set(self.parts[k][0])
+        return out
 
-    if pt.is_void():
+    def further(self, k: int, i: int):
+        """A point of the ``k``-th basic set beyond its sample point along parameter ``i`` (void if none)."""
+        key = (k, i)
+        out = self._far.get(key)
+        if out is None:
+            import islpy as isl
+
+            bs, pt, _ = self.parts[k]
+            v = pt.get_coordinate_val(_PARAM, i).to_python()
+            c = isl.Constraint.inequality_alloc(bs.get_local_space()).set_coefficient_val(_PARAM, i, 1) \
+                .set_constant_val(-(v + 1))
+            out = self._far[key] = bs.add_constraint(c).sample_point()
+        return out
+
+    def fixed(self, k: int):
+        """The ``k``-th basic set with each bounded parameter fixed, value by value (the empty ones left out):
+        its sample point when every parameter is fixed, else the set; computed as far as a caller reads."""
+        got = self._fixed.get(k)
+        if got is None:
+            got = self._fixed[k] = ([], self._fixings(k))
+        items, more = got
+        j = 0
+        while True:
+            if j == len(items):
+                nxt = next(more, None)
+                if nxt is None:
+                    return
+                items.append(nxt)
+            yield items[j]
+            j += 1
+
+    def _fixings(self, k: int):
+        import itertools
+
+        import islpy as isl
+
+        bs, _, ranges = self.parts[k]
+        keys = sorted(ranges)
+        every = len(keys) == self.set.dim(_PARAM)
+        for combo in itertools.product(*[ranges[i] for i in keys]):
+            fixed = bs
+            for i, v in zip(keys, combo):
+                fixed = fixed.fix_val(_PARAM, i, v)
+            if fixed.is_empty():
+                continue
+            yield fixed.sample_point() if every else isl.Set.from_basic_set(fixed)
+
+
+def _nonzero_further(qp, region: Region, k: int, free: list) -> bool:
+    """True when ``qp`` is not 0 at a point of the ``k``-th basic set of ``region`` beyond its sample point along
+    an unbounded parameter (one more ILP sample per parameter in ``free``): a cheap refutation."""
+    if region.parts[k][1].is_void():
         return False
     for i in free:
-        v = pt.get_coordinate_val(_PARAM, i).to_python()
-        c = isl.Constraint.inequality_alloc(bs.get_local_space()).set_coefficient_val(_PARAM, i, 1) \
-            .set_constant_val(-(v + 1))
-        far = bs.add_constraint(c).sample_point()
+        far = region.further(k, i)
         if not far.is_void() and not qp.eval(far).is_zero():
             return True
     return False
@@ -155,35 +211,26 @@ def zero_on(qp, region: Region) -> bool | None:
     sample point; then per basic set, each value of the parameters bounded there fixed in turn, isl evaluates
     ``qp`` (every parameter fixed) or gists it to that set, which substitutes the equalities (the zero
     polynomial: 0 there).  None when isl can neither show nor refute it."""
-    import itertools
-
-    import islpy as isl
-
     for _, pt in region.points:
         if not pt.is_void() and not qp.eval(pt).is_zero():
             return False
     n = region.set.dim(_PARAM)
     undecided = False
-    for bs, pt, ranges in region.parts:
+    for k, (bs, pt, ranges) in enumerate(region.parts):
         if any(r is None for r in ranges.values()):
             return None
         keys = sorted(ranges)
-        if len(keys) < n and qp.gist(isl.Set.from_basic_set(bs)).is_zero():  # 0 on all of bs
+        if len(keys) < n and qp.gist(region.whole(k)).is_zero():  # 0 on all of bs
             continue
-        if len(keys) < n and _nonzero_further(qp, bs, pt, [i for i in range(n) if i not in ranges]):
+        if len(keys) < n and _nonzero_further(qp, region, k, [i for i in range(n) if i not in ranges]):
             return False
         if not keys:
             undecided = True
             continue
-        for combo in itertools.product(*[ranges[i] for i in keys]):
-            fixed = bs
-            for i, v in zip(keys, combo):
-                fixed = fixed.fix_val(_PARAM, i, v)
-            if fixed.is_empty():
-                continue
+        for got in region.fixed(k):
             if len(keys) == n:
-                if not qp.eval(fixed.sample_point()).is_zero():
+                if not qp.eval(got).is_zero():
                     return False
-            elif not qp.gist(isl.Set.from_basic_set(fixed)).is_zero():
+            elif not qp.gist(got).is_zero():
                 undecided = True
     return None if undecided else True
