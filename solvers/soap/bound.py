@@ -228,19 +228,22 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
     soap = sp.Add(*[a.vertices / a.rho for a in arrays if a.rho != sp.oo])
     lead = leading_term(arrays, program.params)
     triv, counted = trivial_bound(stored)
-    bound, lead = soap, lead
-    if triv != 0:
-        bound = _larger(soap, triv, program.params)
-        lead = _larger(lead, _leading_params(triv, program.params), program.params, leading=True)
-        if bound is not soap:
-            notes.append(f"the bound is the max with the trivial bound {triv} (every element of "
-                         f"{', '.join(counted)} read or written once)")
     win = window_bound(stored)
+    pieces, leads = [soap], [lead]
+    if triv != 0:
+        pieces.append(triv)
+        leads.append(_leading_params(triv, program.params))
     if win is not None:
-        bound = _larger(bound, win.bound, program.params)
-        lead = _larger(lead, win.leading, program.params, leading=True)
-        notes.append(f"the bound is at least the window bound of {win.pivot} (one value per step of {win.loop} "
-                     f"that the next step waits for; {win.reads} inputs read per step)")
+        pieces.append(win.bound)
+        leads.append(win.leading)
+    bound, kept = _largest(pieces, program.params)
+    lead, _ = _largest(leads, program.params, leading=True)
+    if triv != 0 and any(k is triv for k in kept):
+        notes.append(f"the bound is the max with the trivial bound {triv} (every element of "
+                     f"{', '.join(counted)} read or written once)")
+    if win is not None:
+        notes.append(f"the window bound of {win.pivot} (one value per step of {win.loop} that the next step "
+                     f"waits for; {win.reads} inputs read per step) is {win.bound}")
     return ProgramBound(program, findings, tuple(results), tuple(arrays), bound, lead, bound / P,
                         time.perf_counter() - t0, tuple(notes), triv, stored, win)
 
@@ -262,29 +265,35 @@ def _leading_params(expr: sp.Expr, params) -> sp.Expr:
     return sp.Add(*[c * sp.Mul(*[x ** e for x, e in zip(psyms, m)]) for m, c in poly.terms() if sum(m) == deg])
 
 
-def _larger(a: sp.Expr, b: sp.Expr, params, *, leading: bool = False) -> sp.Expr:
-    """``a`` or ``b`` when one is ≥ the other at sampled sizes and memories, else ``Max(a, b)``.
+def _largest(exprs: list, params, *, leading: bool = False) -> tuple[sp.Expr, list]:
+    """The max of ``exprs`` without those at most another at sampled sizes and memories (the first of
+    equals kept): ``(the one left or their Max, those left)``; the Max of all when one does not evaluate.
 
     For leading terms the sizes grow past the memory (all parameters 2^20 and 2^30, S up to 2^16):
     the regime a leading term describes."""
+    if len(exprs) == 1:
+        return exprs[0], list(exprs)
     sizes = (2.0 ** 20, 2.0 ** 30) if leading else (2.0 ** 12, 2.0 ** 20)
     mems = (2.0 ** 4, 2.0 ** 10, 2.0 ** 16) if leading else SAMPLE_S
-    ge_a, ge_b = True, True
-    for n in sizes:
-        for s in mems:
-            subs = {sym(p): n for p in params}
-            subs[S] = s
-            try:
-                va, vb = float(sp.N(a.subs(subs))), float(sp.N(b.subs(subs)))
-            except (TypeError, ValueError):
-                return sp.Max(a, b)
-            ge_a &= va >= vb * (1 - 1e-12)
-            ge_b &= vb >= va * (1 - 1e-12)
-    if ge_a:
-        return a
-    if ge_b:
-        return b
-    return sp.Max(a, b)
+    vals = []
+    for e in exprs:
+        row = []
+        for n in sizes:
+            for s in mems:
+                subs = {sym(p): n for p in params}
+                subs[S] = s
+                try:
+                    row.append(float(sp.N(e.subs(subs))))
+                except (TypeError, ValueError):
+                    return sp.Max(*exprs), list(exprs)
+        vals.append(row)
+
+    def ge(j: int, k: int) -> bool:
+        return all(a >= b * (1 - 1e-12) for a, b in zip(vals[j], vals[k]))
+
+    kept = [e for k, e in enumerate(exprs)
+            if not any(j != k and ge(j, k) and (j < k or not ge(k, j)) for j in range(len(exprs)))]
+    return (kept[0] if len(kept) == 1 else sp.Max(*kept)), kept
 
 
 def _max_rho(cands: list[Intensity]):

@@ -28,7 +28,6 @@ that are all equal).  Anything not recognized gives ``None`` (no window piece)."
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,7 +43,7 @@ __all__ = ["WindowBound", "window_bound", "SAMPLE_SIZES"]
 #: every parameter takes these values in the traces the counts are fitted on
 SAMPLE_SIZES = (8, 12, 16, 24)
 #: traces of more instances are not built (no window piece)
-MAX_INSTANCES = 20_000
+MAX_INSTANCES = 5_000
 
 
 @dataclass(frozen=True)
@@ -106,57 +105,58 @@ def _candidates(program: Program) -> list[str]:
 
 
 def _graph(tr):
-    """Successor and predecessor lists of the CDAG's computed vertices (one per instance), each instance's
-    input elements (initial values it reads), and the instances on a path to an output."""
+    """The CDAG's computed vertices (one per instance, numbered in program order) as bit sets: per
+    instance its descendants, its ancestors, its direct successors and the input elements (initial
+    values) it reads, and the set of instances on a path to an output.  A producer precedes its
+    readers, so one sweep each way closes the relations."""
     el, wr, inst = stream(tr, loop_order(tr))
     prod, final = producers(el, wr, inst)
     n = tr.instances
-    succ: list[list[int]] = [[] for _ in range(n)]
-    pred: list[list[int]] = [[] for _ in range(n)]
-    ins: list[set[int]] = [set() for _ in range(n)]
-    for e, w, i, p in zip(el.tolist(), wr.tolist(), inst.tolist(), prod.tolist()):
-        if w:
-            continue
-        if p >= 0:
-            succ[p].append(i)
-            pred[i].append(p)
-        else:
-            ins[i].add(e)
-    live = _reach([int(f) for f in final if f >= 0], pred)
-    return succ, pred, ins, live
+    keep = ~wr & (prod >= 0)
+    edges = sorted(zip(prod[keep].tolist(), inst[keep].tolist()))
+    desc, anc, succ, ins = [0] * n, [0] * n, [0] * n, [0] * n
+    for p, i in reversed(edges):          # every edge out of i (> p) is done before p's
+        desc[p] |= (1 << i) | desc[i]
+        succ[p] |= 1 << i
+    for p, i in sorted(edges, key=lambda e: e[1]):
+        anc[i] |= (1 << p) | anc[p]
+    for e, i in zip(el[~wr & (prod < 0)].tolist(), inst[~wr & (prod < 0)].tolist()):
+        ins[i] |= 1 << e
+    live = 0
+    for f in final[final >= 0].tolist():
+        live |= (1 << f) | anc[f]
+    return desc, anc, succ, ins, live
 
 
-def _reach(start, nxt) -> set[int]:
-    seen, todo = set(start), deque(start)
-    while todo:
-        for w in nxt[todo.popleft()]:
-            if w not in seen:
-                seen.add(w)
-                todo.append(w)
-    return seen
+def _members(mask: int):
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
 
 
 def _counts(tr, graph, pivot: str) -> dict[int, tuple[int, int]] | None:
     """``{k: (c(k), L(k))}`` for every step but the first, or ``None`` when the pivots do not chain."""
-    succ, pred, ins, live = graph
+    desc, anc, succ, ins, live = graph
     prog = tr.program
     si = [st.name for st in prog.statements].index(pivot)
     loop = prog.statements[si].loops[0]
     kv = tr.vars[loop.var]
     piv = {int(kv[i]): int(i) for i in np.flatnonzero(tr.stmt == si)}
     steps = sorted(piv)
-    if len(steps) < 4 or any(piv[k] not in live for k in steps):
+    if len(steps) < 4 or any(not live >> piv[k] & 1 for k in steps):
         return None
     out = {}
     for a, b in zip(steps, steps[1:]):
-        anc, desc = _reach([piv[b]], pred), _reach([piv[a]], succ) - {piv[a]}
-        if piv[b] not in desc:
+        pa, pb = piv[a], piv[b]
+        if not desc[pa] >> pb & 1:
             return None
-        window = anc & desc
-        after = _reach([piv[b]], succ) - {piv[b]}
-        reads = set().union(*(ins[x] for x in window))
-        held = sum(1 for x in window if x != piv[b] and any(u in after for u in succ[x]))
-        out[b] = (len(reads), held)
+        window = (anc[pb] | 1 << pb) & desc[pa]       # P(a) ⇝ x ⇝ P(b), P(b) included, P(a) not
+        reads, held = 0, 0
+        for x in _members(window):
+            reads |= ins[x]
+            held += x != pb and bool(succ[x] & desc[pb])
+        out[b] = (reads.bit_count(), held)
     return out
 
 
