@@ -58,6 +58,7 @@ def coinciding_pairs(problem, prog: Program):
     terms = list(problem.terms)
     gone: set[int] = set()
     chosen: dict[frozenset, str] = {}     # a pair's two classes → the one shrunk
+    changed = False
     notes = list(problem.notes)
     for a, b in itertools.combinations(range(len(terms)), 2):
         if a in gone or b in gone:
@@ -73,7 +74,7 @@ def coinciding_pairs(problem, prog: Program):
         if key not in chosen:        # one model point: every pair on these classes shrinks the same one
             if any(key & k for k in chosen):
                 continue
-            side = _reads_pair(problem, prog, ta, tb, u, v)
+            side = _reads_pair(problem, prog, ta.array, ta.dims, tb.dims, u, v)
             shrunk = _shrunk(problem, prog, u, v, side) if side else None
             if shrunk is None:
                 continue
@@ -87,7 +88,30 @@ def coinciding_pairs(problem, prog: Program):
         gone.add(b)
         notes.append(f"{ta.array}: {ta.label} and {tb.label} form a triangular pair whose rows may coincide: "
                      "|∪| ≥ |pairs|/|kept rows| + |kept rows|/2 rows per column (section 4.6.2 with coinciding rows)")
-    if not gone:
+    for n, t in enumerate(terms):     # a pair inside a union (covariance's with the mean's data[i, j])
+        if n in gone or t.kind != "union" or not t.tri:
+            continue
+        for a, b in t.tri:
+            pa, pb = t.parts[a], t.parts[b]
+            diff = [m for m, (x, y) in enumerate(zip(pa, pb)) if x != y]
+            if len(pa) != len(pb) or len(diff) != 1 or any(len(d) != 1 for d in pa + pb):
+                continue
+            u, v = pa[diff[0]][0], pb[diff[0]][0]
+            key = frozenset((u, v))
+            if key not in chosen:
+                if any(key & k for k in chosen):
+                    continue
+                side = _reads_pair(problem, prog, t.array, pa, pb, u, v)
+                shrunk = _shrunk(problem, prog, u, v, side) if side else None
+                if shrunk is None:
+                    continue
+                chosen[key] = shrunk
+            terms[n] = replace(t, coincide=(a, b) if chosen[key] == u else (b, a))
+            notes.append(f"{t.array}: {t.label}: its triangular pair may coincide, counted as such where its "
+                         "statements form their own group (section 4.6.2 with coinciding rows)")
+            changed = True
+            break
+    if not gone and not changed:
         return problem
     return replace(problem, terms=tuple(t for n, t in enumerate(terms) if n not in gone),
                    notes=tuple(dict.fromkeys(notes)))
@@ -129,7 +153,7 @@ def _sides(problem, acc) -> tuple | None:
     return tuple(out)
 
 
-def _reads_pair(problem, prog: Program, ta, tb, u: str, v: str) -> int:
+def _reads_pair(problem, prog: Program, array: str, da: tuple, db: tuple, u: str, v: str) -> int:
     """The orientation of a statement of ``problem`` that runs over a triangle in ``u, v`` and reads the
     array as both boxes, neither of them its output (``0``: none).  Its output's older version and an
     operand are different versions (LU's ``A[i, j]`` and column ``A[i, k]``: the lower-order overlap of
@@ -139,8 +163,8 @@ def _reads_pair(problem, prog: Program, ta, tb, u: str, v: str) -> int:
         side = _orientation(st, problem, u, v) if u in cls and v in cls else 0
         if not side:
             continue
-        seen = {_sides(problem, acc) for acc in st.reads if acc.array == ta.array and acc != st.output}
-        if ta.dims in seen and tb.dims in seen:
+        seen = {_sides(problem, acc) for acc in st.reads if acc.array == array and acc != st.output}
+        if da in seen and db in seen:
             return side
     return 0
 

@@ -63,6 +63,11 @@ class Term:
     #: :mod:`meshplan.solvers.soap.groups` uses the sums where the parts fall into statements that share
     #: no tile variable.
     sums: tuple[tuple[int, ...], ...] = ()
+    #: of a union: the triangular pairs among ``parts`` read by one statement (index pairs, section 4.6.2);
+    #: ``coincide`` the one whose rows may coincide, as (shrunk part, kept part)
+    #: (:mod:`meshplan.models.soap.coincide`; :mod:`meshplan.solvers.soap.groups` uses it as a ``pair`` term)
+    tri: tuple[tuple[int, int], ...] = ()
+    coincide: tuple[int, ...] = ()
 
     def size(self, D: dict[str, sp.Expr]) -> sp.Expr:
         """The access-set lower bound as an expression of the tile sizes ``D``."""
@@ -227,7 +232,8 @@ def input_terms(arr, cs, classes_of, uf, prog: Program, sample_size: int, notes:
             parts = tuple(box(groups[k], classes_of(groups[k][0]), vers(groups[k][0]))[0] for k in ks)
             terms.append(Term(arr, "union", (), (), parts=parts,
                               label=" ∪ ".join(access_text(groups[k][0].access) for k in ks),
-                              sums=_sum_groups(ks, apart)))
+                              sums=_sum_groups(ks, apart),
+                              tri=tuple((ks.index(a), ks.index(b)) for a, b in sorted(tri) if a in ks and b in ks)))
             notes.append(f"{arr}: overlapping accesses {', '.join(access_text(groups[k][0].access) for k in ks)}: "
                          "bounded overlap, |∪| ≥ its largest part (section 5.5.3)")
     return terms

@@ -80,6 +80,10 @@ def _restricted(t: Term, mine: list[int]) -> list[Term]:
     (the group's sum is at most the union), else their own union (its largest part)."""
     if not mine:
         return []
+    if t.coincide and sorted(mine) == sorted(t.coincide):   # the group reads the pair alone (models/soap/coincide.py)
+        dims = tuple(dict.fromkeys(t.parts[mine[0]] + t.parts[mine[1]]))
+        return [Term(t.array, "pair", dims, (0,) * len(dims), parts=tuple(t.parts[n] for n in t.coincide),
+                     label=f"{t.label} (its triangular pair)")]
     groups = [tuple(n for n in g if n in mine) for g in (t.sums or tuple((n,) for n in range(len(t.parts))))]
     groups = [g for g in groups if g]
     if len(groups) == 1:

@@ -34,7 +34,7 @@ def canonical_key(problem: SubProblem) -> tuple:
         return tuple(rk[v] for v in vs)
 
     terms = tuple((t.kind, tuple(r(d) for d in t.dims), t.t, r(t.version), t.t_version,
-                   tuple(tuple(r(d) for d in part) for part in t.parts), t.sums) for t in problem.terms)
+                   tuple(tuple(r(d) for d in part) for part in t.parts), t.sums, t.coincide) for t in problem.terms)
     return (r(problem.classes), tuple(r(cls) for _, cls in problem.work), terms,
             tuple(tuple((rk[v], e) for v, e in g) for g in problem.constraints))
 

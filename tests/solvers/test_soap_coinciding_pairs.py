@@ -4,8 +4,8 @@ Eyraud-Dubois, Langou and Vérité, "I/O-Optimal Algorithms for Symmetric Linear
 The pair term rests on one counting fact: the ``P`` pairs ``(i, j)``, ``j ≤ i``, of a tile's row sets ``I``
 and ``J`` touch at least ``P/|I| + (|I| − 1)/2`` rows of ``U = I ∪ J``.  It is checked here by brute force
 on random row sets, then the bounds it gives are checked against counted schedules: the triangle-block
-schedule of syrk (tests/solvers/test_soap_counter_schedules.py) and the tool's own schedules of syrk,
-syr2k and cholesky, replayed exactly through the LRU memory.
+schedules of syrk and covariance (tests/solvers/test_soap_counter_schedules.py) and the tool's own
+schedules of syrk, syr2k, cholesky and covariance, replayed exactly through the LRU memory.
 """
 
 from __future__ import annotations
@@ -64,6 +64,13 @@ def test_the_pair_statements_get_a_pair_term_and_lu_keeps_its_two_arrays():
     assert {d for part in syrk[0].parts for d in part} == {("i",), ("j_2",), ("k",)}
     chol = [t for t in _terms("cholesky", ["L"]) if t.kind == "pair"]
     assert len(chol) == 1 and chol[0].parts[1] == (("i_2",), ("k",))   # the column scaling keeps i_2
+    # covariance's pair meets the mean's data[i, j] in one union; the cov group (no tile variable shared with
+    # the mean's) reads the pair alone and gets it as a pair term (solvers/soap/groups.py)
+    from meshplan.solvers.soap.groups import independent_groups
+    problem = subgraph_problem(build_sdg(_program("covariance")), ("mean", "cov"))
+    (union,) = [t for t in problem.terms if t.array == "data"]
+    assert union.kind == "union" and union.coincide
+    assert sorted(t.kind for g in independent_groups(problem) for t in g.terms if t.array == "data") == ["input", "pair"]
     # lu's A[i, j] (the update's output) and column A[i, k] are two versions, not one set of rows read twice
     assert all(t.kind != "pair" for t in _terms("lu", ["A"]))
     assert all(t.kind != "pair" for t in _terms("gemm", ["C"]))
@@ -88,7 +95,8 @@ def g(N, M):
 
 @pytest.mark.parametrize("kernel, sizes, memory", [
     ("syrk", {"N": 24, "M": 16}, 64), ("syrk", {"N": 32, "M": 8}, 128),
-    ("syr2k", {"N": 24, "M": 16}, 64), ("cholesky", {"N": 24}, 32), ("cholesky", {"N": 40}, 128)])
+    ("syr2k", {"N": 24, "M": 16}, 64), ("cholesky", {"N": 24}, 32), ("cholesky", {"N": 40}, 128),
+    ("covariance", {"M": 16, "N": 16}, 32)])
 def test_the_bound_is_at_most_the_tools_counted_schedule(kernel, sizes, memory):
     prog = _program(kernel)
     res = analyze(prog)
@@ -99,9 +107,11 @@ def test_the_bound_is_at_most_the_tools_counted_schedule(kernel, sizes, memory):
 
 def test_the_leading_terms_are_beaumont_et_al_s():
     N, M, S = sp.symbols("N M S", positive=True)
-    got = {k: analyze(_program(k)).leading for k in ("syrk", "syr2k", "cholesky")}
+    kernels = ("syrk", "syr2k", "cholesky", "covariance", "correlation")
+    got = {k: analyze(_program(k)).leading for k in kernels}
     want = {"syrk": M * N ** 2 / (sp.sqrt(2) * sp.sqrt(S)), "syr2k": sp.sqrt(2) * M * N ** 2 / sp.sqrt(S),
-            "cholesky": N ** 3 / (3 * sp.sqrt(2) * sp.sqrt(S))}
+            "cholesky": N ** 3 / (3 * sp.sqrt(2) * sp.sqrt(S)),
+            "covariance": M ** 2 * N / (sp.sqrt(2) * sp.sqrt(S)), "correlation": M ** 2 * N / (sp.sqrt(2) * sp.sqrt(S))}
     for k, e in want.items():
         g = got[k].subs({s: sp.Symbol(s.name, positive=True) for s in got[k].free_symbols})
         assert sp.simplify(g - e) == 0, k

@@ -158,7 +158,9 @@ def covariance_io(q: int, N: int) -> int:
 @pytest.mark.parametrize("q, N", [(2, 6), (3, 5), (5, 8)])
 def test_the_covariance_triangle_block_schedule_is_legal_and_within_its_formula(q, N):
     M = q * q + q + 1
-    assert _replayed("covariance", {"M": M, "N": N}, covariance_order, q, _memory(q) + 2) <= covariance_io(q, N)
+    io = _replayed("covariance", {"M": M, "N": N}, covariance_order, q, _memory(q) + 2)
+    assert io <= covariance_io(q, N)
+    assert analyze(parse_file(str(EX / "covariance.py"))[0]).evaluate({"M": M, "N": N, "S": _memory(q) + 2}) <= io
 
 
 def test_the_covariance_bound_holds_against_the_triangle_block_schedule_and_the_entry_does_not():
