@@ -165,6 +165,7 @@ class Exchange(Persistent):
         #: whether the output must be filled before :meth:`run`: an adding exchange adds into it (unless its
         #: local box covers it), a copying one that does not write every element leaves the rest
         self.needs_fill = (not self.local_covers) if add else (not self.covers)
+        self._local_add = add and not self.local_covers    # the local boxes are added (else copied)
         self._slot_views = None
 
     def _message_bytes(self, how: str, what) -> int:
@@ -268,7 +269,7 @@ class Exchange(Persistent):
         """The transfers to itself (while the messages are in flight): copied, or added; ``local`` holds
         ``(dst view, src view)`` pairs, or ``(dst index, src index)`` where a box is not a view.  Then the
         ``pad`` regions (see :meth:`run`) are filled."""
-        add = self.add and not self.local_covers
+        add = self._local_add
         for d, s in local:
             if type(d) is np.ndarray:
                 if add:

@@ -73,7 +73,12 @@ class Persistent:
                 sends.append((comm.Send_init([src, 1, what[0]], peer, self.TAG), None, None))
         reqs += [r for r, _, _ in sends if r is not None]
         local = [(dst[di], src[si]) if is_view(di) and is_view(si) else (di, si) for si, di in self.local]
-        self._bound = (src, dst, (src, dst, recvs, sends, local, list(reqs)))
+        # the received boxes copied or added after the wait, as (view of dst, received buffer) pairs; None where
+        # a box is staged (its slot alternates between calls) or not a view: then the exchange's _finish
+        after = [(dst[di], self._rviews[k]) for k in self._after
+                 for _, (how, *_), di in (self.recvs[k],) if how == "buf" and is_view(di)]
+        after = after if len(after) == len(self._after) else None
+        self._bound = (src, dst, (src, dst, recvs, sends, local, list(reqs), after))
 
     def _unbind(self) -> None:
         """Free the persistent requests of the last arrays (inactive: every call waits for its requests)."""
@@ -82,10 +87,10 @@ class Persistent:
 
     def _run_bound(self, parts, pad=None) -> None:
         """:meth:`_run_once` with the persistent requests and views of :meth:`_bind`."""
-        src, dst, recvs, sends, local, reqs = parts
+        src, dst, recvs, sends, local, reqs, after = parts
         if recvs:
             MPI.Prequest.Startall(recvs)
-        views = self._views()
+        views = self._views() if self.sync else None     # the staging slots of this call, if any
         for req, buf, box in sends:
             if req is None:                          # staged: stored into the peer's slot
                 slot = views[buf]
@@ -103,5 +108,11 @@ class Persistent:
             self.staging.publish()
         if reqs:
             MPI.Request.Waitall(reqs)
-        if self._after:
+        if after is None:
             self._finish(dst, views)
+        elif self.add:
+            for d, got in after:                     # plan order: sums are deterministic
+                np.add(d, got, out=d)
+        else:
+            for d, got in after:
+                np.copyto(d, got)
