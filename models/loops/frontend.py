@@ -114,14 +114,18 @@ def _parse_python(text: str, source: str | None) -> ast.Module:
 
 
 def _children(node) -> list:
-    """``list(ast.iter_child_nodes(node))`` without its generators (run once per node of a parsed program)."""
+    """``list(ast.iter_child_nodes(node))`` without its generators (run once per node of a parsed program; a
+    node's fields are read from its ``__dict__``, where ``ast.parse`` puts them)."""
     out = []
+    d = node.__dict__
     for name in node._fields:
-        v = getattr(node, name, None)
+        v = d.get(name)
         if isinstance(v, ast.AST):
             out.append(v)
-        elif isinstance(v, list):
-            out.extend(x for x in v if isinstance(x, ast.AST))
+        elif v.__class__ is list:
+            for x in v:
+                if isinstance(x, ast.AST):
+                    out.append(x)
     return out
 
 

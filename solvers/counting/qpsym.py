@@ -130,6 +130,15 @@ def readable(e: sp.Expr) -> sp.Expr:
     return sp.Mul(sp.Rational(c) / den, *[f.as_expr() ** k for f, k in factors])
 
 
+@lru_cache(maxsize=64)
+def _box(n: int, top: int):
+    """``{ [x0, …] : every xi <= top }`` (an isl set, immutable: shared by the calls)."""
+    import islpy as isl
+
+    xs = [f"x{i}" for i in range(n)]
+    return isl.Set(f"{{ [{', '.join(xs)}] : " + " and ".join(f"{x} <= {top}" for x in xs) + " }")
+
+
 def nonzero_at_small(qp, region, top: int = 6) -> bool:
     """True when isl evaluates ``qp`` to a non-zero value at a point of ``region`` (a set of parameter values):
     its sample points, then every point with all parameters at most ``top``.  A cheap disproof before
@@ -144,10 +153,8 @@ def nonzero_at_small(qp, region, top: int = 6) -> bool:
     if n == 0:
         return False
     flat = region.move_dims(isl.dim_type.set, 0, isl.dim_type.param, 0, n)
-    xs = [f"x{i}" for i in range(n)]
-    box = isl.Set(f"{{ [{', '.join(xs)}] : " + " and ".join(f"{x} <= {top}" for x in xs) + " }")
     points = []
-    (flat & box).foreach_point(points.append)
+    (flat & _box(n, top)).foreach_point(points.append)
     space = qp.get_domain_space()
     for p in points:
         q = isl.Point.zero(space)
