@@ -10,6 +10,7 @@ schedules of syrk, syr2k, cholesky and covariance, replayed exactly through the 
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -25,9 +26,16 @@ from meshplan.solvers.soap.bound import analyze
 EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
 
 
+@functools.lru_cache(maxsize=None)
 def _program(kernel: str):
     (prog,) = parse_file(str(EX / f"{kernel}.py"))
     return prog
+
+
+@functools.lru_cache(maxsize=None)
+def _bound(kernel: str):
+    """The bound of an example (analyzed once per kernel for this module's tests)."""
+    return analyze(_program(kernel))
 
 
 def test_the_pairs_of_two_row_sets_touch_at_least_the_counted_rows():
@@ -99,7 +107,7 @@ def g(N, M):
     ("covariance", {"M": 16, "N": 16}, 32)])
 def test_the_bound_is_at_most_the_tools_counted_schedule(kernel, sizes, memory):
     prog = _program(kernel)
-    res = analyze(prog)
+    res = _bound(kernel)
     best = best_schedule(prog, sizes, memory)
     bound = float(res.evaluate({**sizes, "S": memory}))
     assert 0 < bound <= best.best.io.total
@@ -108,7 +116,7 @@ def test_the_bound_is_at_most_the_tools_counted_schedule(kernel, sizes, memory):
 def test_the_leading_terms_are_beaumont_et_al_s():
     N, M, S = sp.symbols("N M S", positive=True)
     kernels = ("syrk", "syr2k", "cholesky", "covariance", "correlation")
-    got = {k: analyze(_program(k)).leading for k in kernels}
+    got = {k: _bound(k).leading for k in kernels}
     want = {"syrk": M * N ** 2 / (sp.sqrt(2) * sp.sqrt(S)), "syr2k": sp.sqrt(2) * M * N ** 2 / sp.sqrt(S),
             "cholesky": N ** 3 / (3 * sp.sqrt(2) * sp.sqrt(S)),
             "covariance": M ** 2 * N / (sp.sqrt(2) * sp.sqrt(S)), "correlation": M ** 2 * N / (sp.sqrt(2) * sp.sqrt(S))}
