@@ -5,13 +5,13 @@ A statement that reads ``A[i, k]`` and ``A[j, k]`` with ``j ≤ i`` (syrk's upda
 Cholesky treatment (section 4.6.2): ``|A| ≥ |D^i|·|D^k| + |D^j|·|D^k|``.  That holds when a tile's
 ``i`` rows and ``j`` rows are disjoint, but they may coincide: the triangle-block schedule of
 Beaumont, Eyraud-Dubois, Langou and Vérité ("I/O-Optimal Algorithms for Symmetric Linear Algebra
-Kernels", SPAA 2022, sections 3–4) keeps the pairs of one set of ``R`` rows together, ``R(R+1)/2``
+Kernels", SPAA 2022) keeps the pairs of one set of ``R`` rows together, ``R(R+1)/2``
 pairs on ``R·K`` elements of ``A``, and moves a factor √2 less than that count allows.
 
 The sound count.  On a box tile ``I × J × K`` the statement computes the ``P`` pairs ``(i, j)`` of
 ``I × J`` in its triangle for every ``k``; they are pairs of rows of ``U = I ∪ J``.  Going through
-``I`` in order, its ``t``-th largest row ``i`` pairs with at most the rows of ``U`` below it, of which
-there are at most ``|U| − t`` (the ``t − 1`` larger rows of ``I`` are not below it), so
+``I`` in order, its ``t``-th largest row ``i`` pairs with at most the rows of ``U`` at or below it, of
+which there are at most ``|U| − t + 1`` (the ``t − 1`` larger rows of ``I`` are above it), so
 ``P ≤ |I|·|U| − |I|(|I| − 1)/2`` and the pair touches
 
     ``|U|·K ≥ (P/|I| + (|I| − 1)/2)·K``
@@ -19,7 +19,8 @@ there are at most ``|U| − t`` (the ``t − 1`` larger rows of ``I`` are not be
 elements (the same count holds from ``J``'s side).  At the model point ``D^i = |I|``,
 ``D^j = P/|I|`` (``≤ |J|``), whose box holds exactly ``P`` pairs, this is
 ``(|D^j| + |D^i|/2)·|D^k|`` up to ``K/2`` (half a column, for the diagonal ``j = i``; a strict
-triangle gives ``(|I| + 1)/2``: none), the pair term ``|part 1| + |part 2|/2`` of kind ``pair`` of
+triangle gives ``(|I| + 1)/2``: none; when ``P < |I|`` the point takes ``D^j = 1``, over-counting the work,
+with the same half column), the pair term ``|part 1| + |part 2|/2`` of kind ``pair`` of
 :class:`~meshplan.models.soap.terms.Term` (``parts``: the shrunk class's box, then the kept one's).
 There the pair statement's work ``D^i·D^j·D^k`` is its real work, every other term (non-decreasing in
 each ``D``) is at most its value on the real box, and the work of every statement that does not use
