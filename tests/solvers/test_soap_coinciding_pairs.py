@@ -123,3 +123,26 @@ def test_the_leading_terms_are_beaumont_et_al_s():
     for k, e in want.items():
         g = got[k].subs({s: sp.Symbol(s.name, positive=True) for s in got[k].free_symbols})
         assert sp.simplify(g - e) == 0, k
+
+
+def test_syrks_chi_bounds_the_work_of_real_tiles_with_any_row_sets():
+    """χ(X) of syrk's ``{C}`` (the pair term) against real subcomputations: row sets ``I``, ``J`` (any sets,
+    coinciding or not) and ``K`` columns do ``P·K`` updates and ``P`` scalings on ``P`` pairs, and touch
+    ``|I ∪ J|·K`` elements of ``A`` and the ``P`` elements of ``C`` (one older version each).  The two-array
+    χ ``(X/3)^{3/2} + X`` is below the work of coinciding tiles: it is not an upper bound."""
+    from meshplan.solvers.soap.chi import X, intensity
+
+    (prog,) = parse_file(str(EX / "syrk.py"))
+    chi = sp.lambdify([X], intensity(subgraph_problem(build_sdg(prog), ("C",))).chi)
+    rng = np.random.default_rng(7)
+    beaten = 0
+    for _ in range(2000):
+        n = int(rng.integers(1, 40))
+        I = set(rng.choice(n, int(rng.integers(1, n + 1)), replace=False).tolist())
+        J = I if rng.random() < 0.3 else set(rng.choice(n, int(rng.integers(1, n + 1)), replace=False).tolist())
+        K = int(rng.integers(1, 60))
+        P = sum(1 for i in I for j in J if j <= i)
+        access, work = len(I | J) * K + P, P * K + P
+        assert work <= chi(access) * (1 + 1e-12), (sorted(I), sorted(J), K)
+        beaten += work > (access / 3) ** 1.5 + access
+    assert beaten > 0
