@@ -41,13 +41,15 @@ class AffineCounts:
     def total_text(self) -> str:
         """The sum of the counts as text: the counts that hold for every parameter value added in isl (one
         quasi-polynomial), the piecewise ones after it."""
-        plain = [c.qp for c in self.cases.values() if c.qp is not None]
+        plain = [c for c in self.cases.values() if c.qp is not None]
         rest = [c.count_text for c in self.cases.values() if c.qp is None and c.rows()]
         out = []
-        if plain:
-            q = plain[0]
+        if len(plain) == 1:  # one count that holds everywhere: its text is printed already
+            out.append(plain[0].count_text)
+        elif plain:
+            q = plain[0].qp
             for x in plain[1:]:
-                q = q.add(x)
+                q = q.add(x.qp)
             out.append(qp_text(q, list(self.params)))
         for t in rest:
             out.append(t)
