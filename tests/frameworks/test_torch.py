@@ -1,5 +1,5 @@
 """meshplan.torch.redistribute against DTensor's own redistribute on the generated family (4 and 8 gloo
-processes, one launch each), integer data, compared bit for bit on every rank; the bytes sent are read by
+processes, one launch each, with the multi-pair problems of test_multi_pair.py), integer data, compared bit for bit on every rank; the bytes sent are read by
 intercepting torch's functional collectives (CollectiveCounter)."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from meshplan.api.framework_family import KINDS, framework_family  # noqa: E402
+from meshplan.api.framework_family import KINDS, framework_family, multi_pair_problems  # noqa: E402
 
 FAMILY = framework_family()
+MULTI_PAIR = multi_pair_problems()
 
 
 def test_the_family_covers_the_issue():
@@ -28,17 +29,26 @@ SCHEDULES = {4: (("node=2,gpu=2", "2,2", "0,1"), ("node=2,gpu=2", "4", "0")), 8:
 PROGRAMS = {4: 366, 8: 125}
 
 
-@pytest.mark.mpi
-@pytest.mark.slow
-@pytest.mark.parametrize("nprocs", [4, 8])
-def test_redistribute_and_all_reduce_equal_the_framework(nprocs):
-    """One launch per process count: the family's problems against DTensor, then every program of the
-    schedules against dist.all_reduce over the reduction group."""
+@pytest.fixture(scope="module", params=[4, 8])
+def launch(request):
+    """One launch of ``nprocs`` gloo processes per process count: the family's problems and the multi-pair
+    problems against DTensor, then every program of the schedules against dist.all_reduce over the reduction
+    group."""
     from meshplan.torch.compare import compare
 
+    nprocs = request.param
     problems = [p for p in FAMILY if p.devices == nprocs]
-    records, reductions = compare(problems, nprocs, ways=("meshplan", "dtensor"), reductions=SCHEDULES[nprocs],
-                                  with_reductions=True)
+    pairs = [p for p in MULTI_PAIR if p.devices == nprocs]
+    records, reductions = compare(problems + pairs, nprocs, ways=("meshplan", "dtensor"),
+                                  reductions=SCHEDULES[nprocs], with_reductions=True)
+    assert len(records) == len(problems) + len(pairs)
+    return nprocs, problems, records[:len(problems)], pairs, records[len(problems):], reductions
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_redistribute_and_all_reduce_equal_the_framework(launch):
+    nprocs, problems, records, _, _, reductions = launch
     assert len(reductions) == PROGRAMS[nprocs]
     assert [r for r in reductions if not r["equal"]] == []
     assert len(records) == len(problems)
@@ -52,3 +62,18 @@ def test_redistribute_and_all_reduce_equal_the_framework(nprocs):
             assert m["peak_bytes"] <= r["plan_peak_bytes"], where
         assert m["sent_bytes"] <= d["sent_bytes"], where
         assert m["peak_bytes"] <= d["peak_bytes"], where
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_multi_pair_redistribute_equals_dtensor(launch):
+    """Multi-pair all-to-alls (several pairs of dimensions in one collective, planned under the wire cost):
+    bit for bit and gradients on every rank; on 8 processes the bytes torch sent are the plan's and never
+    more than DTensor's, its peak never higher; on 4 the sizes the mesh does not divide are padded."""
+    nprocs, _, _, pairs, records, _ = launch
+    assert len(records) == len(pairs) == {8: 5, 4: 3}[nprocs]
+    for p, r in zip(pairs, records):
+        assert r["equal"] and r["grad_equal"], str(p)
+        if nprocs == 8:
+            assert r["meshplan"]["sent_bytes"] == r["plan_sent_bytes"] <= r["dtensor"]["sent_bytes"], str(p)
+            assert r["meshplan"]["peak_bytes"] <= r["dtensor"]["peak_bytes"], str(p)
