@@ -12,10 +12,10 @@ sub-communicators made once at bind.  When ``k`` divides ``n`` the first step re
 last writes the output in place — no staging copy; otherwise the chunks are padded with zeros in one staging
 buffer (one copy in, one out).  Buffers between steps are kept per (length, dtype) and reused, and so is what
 each step reads and writes: the first call of a length, dtype and aliasing of ``x`` and ``out`` decides it
-(in place or not, staged or not) and later calls only point the steps at their arrays — the per-call Python
-before a collective costs more than its own time when ranks share cores (docs/library.md, "Overhead").  Such
-a call hands MPI the plain sub-communicators and adds its bytes to ``counter`` once, at the end: the totals
-a counting communicator would count message by message (:meth:`CountingComm.bytes_of`);
+(in place or not, staged or not) into one straight-line function of the call's arrays — the per-call
+Python before a collective costs more than its own time when ranks share cores (docs/library.md,
+"Overhead").  It hands MPI the plain sub-communicators and adds the call's bytes to ``counter`` once, at the
+end: the totals a counting communicator counts message by message (:meth:`CountingComm.bytes_of`);
 :meth:`ReductionExecutor.step_calls` counts step by step.
 
 The program must be valid (every member ends with the sum of its group): :func:`bind` re-checks it by the
@@ -72,14 +72,11 @@ class _Buffers:
         return a[:rows]
 
 
-class _Slot:
-    """An array a compiled step reads or writes: a kept buffer, or the caller's ``x`` or ``out`` (viewed as
-    ``k × E``, or flat when padded), set per call by :meth:`_Program.bind`."""
+class _Arg(str):
+    """The call's ``x`` or ``out`` (:data:`X`, :data:`OUT`) in a compiled operation's arguments."""
 
-    __slots__ = ("a",)
 
-    def __init__(self, a: np.ndarray | None = None) -> None:
-        self.a = a
+X, OUT = _Arg("x"), _Arg("out")
 
 
 def _address(a: np.ndarray) -> int:
@@ -95,64 +92,79 @@ def _alias(x: np.ndarray, out: np.ndarray) -> int:
     return 0 if x.shape == out.shape and _address(x) == _address(out) else 1
 
 
+def _copy_in(dst: np.ndarray, src: np.ndarray) -> None:  # a staged input: the chunks of ``src`` (any shape)
+    np.copyto(dst, src.reshape(dst.shape))
+
+
+def _stage_in(flat: np.ndarray, x: np.ndarray, n: int) -> None:  # padded chunks: x, then zeros
+    flat[:n] = x.reshape(-1)
+    flat[n:] = 0
+
+
+def _take(gathered: np.ndarray, perm: np.ndarray, dst: np.ndarray) -> None:  # re-sort by chunk label
+    np.take(gathered, perm, axis=0, out=dst.reshape(gathered.shape))
+
+
+def _put(out: np.ndarray, result: np.ndarray, n: int) -> None:  # the sum into out, without the padding
+    out.reshape(-1)[:] = result.reshape(-1)[:n]
+
+
+def _straight(ops: Sequence[tuple[Callable[..., Any], tuple]], add: Any = None) -> Callable[..., None]:
+    """``run(x, out)``: the calls ``ops`` (``(function, arguments)``, :data:`X`, :data:`OUT` for run's), then
+    ``add = (counter.add, sent, received)`` if given, as straight-line code — no loop, no frame per step: the
+    Python between collectives runs cache-cold when ranks share cores (docs/library.md, "Overhead")."""
+    names: dict[str, Any] = {}
+
+    def name(v: Any) -> str:  # a constant's name in run's globals; x and out are run's arguments
+        key = str(v) if isinstance(v, _Arg) else f"c{len(names)}"
+        names[key] = v
+        return key
+    lines = [f"{name(f)}({', '.join(map(name, args))})" for f, args in ops]
+    if add is not None:
+        lines.append(f"{name(add[0])}({add[1]}, {add[2]})")
+    exec("def run(x=None, out=None):\n    " + "\n    ".join(lines or ["pass"]), names)
+    return names["run"]
+
+
 class _Program:
-    """The steps of one (length, dtype, aliasing), compiled once: ``run(x, out)`` points the two slots at the
-    call's arrays, runs the steps, copies the result into ``out`` unless the last step wrote it there, and
-    lets go of the arrays."""
+    """The steps of one (length, dtype, aliasing), compiled once: ``steps`` their operations (``(function,
+    arguments)``, :data:`X` and :data:`OUT` for the call's arrays, none where the rank sits out), ``run(x,
+    out)`` all of them in one function, then the copy into ``out`` unless the last step wrote it there.  It
+    keeps no array of a call: ``x`` and ``out`` are the compiling call's (``k × E`` views, or flat when
+    padded), used while compiling and by :meth:`ReductionExecutor.step_calls`."""
 
-    __slots__ = ("n", "k", "E", "padded", "x", "out", "stage", "calls", "result", "copy", "counter", "sent",
-                 "received")
+    __slots__ = ("n", "x", "out", "stage", "steps", "result", "counter", "sent", "received", "run")
 
-    def __init__(self, n: int, k: int, E: int, padded: bool, counter: Any) -> None:
-        self.n, self.k, self.E, self.padded = n, k, E, padded
-        self.x, self.out = _Slot(), _Slot()
-        self.stage: Callable[[], None] | None = None
-        self.calls: list[Callable[[], None] | None] = []
-        self.result: _Slot | None = None
-        self.copy = True
+    def __init__(self, n: int, x: np.ndarray, out: np.ndarray, counter: Any) -> None:
+        self.n, self.x, self.out = n, x, out
+        self.stage: list[tuple] = []
+        self.steps: list[list[tuple]] = []
         #: the counter the calls count into: per message (None), or once per call (``sent``, ``received``)
         self.counter, self.sent, self.received = counter, 0, 0
 
-    def method(self, sub: Any, name: str, *args: Any) -> Callable[..., Any]:
-        """``sub.<name>`` for a step's call: the counting communicator's method (counted per message), or
-        the plain one, whose bytes — what the counting method would count for ``args``, the compiling call's
-        arrays, the same sizes in every call — are added to the counter once per call."""
+    def arr(self, a: Any) -> Any:
+        """The compiling call's array for :data:`X` or :data:`OUT`; anything else as it is."""
+        return self.x if a is X else self.out if a is OUT else a
+
+    def mpi(self, sub: Any, name: str, *args: Any) -> tuple[Callable[..., Any], tuple]:
+        """The operation ``sub.<name>(*args)``: the counting communicator's method (counted per message), or
+        the plain one, whose bytes — what the counting method counts for the compiling call's arrays, the
+        same sizes in every call — are added to the counter once per call."""
         if self.counter is None:
-            return getattr(sub, name)
-        s, r = sub.bytes_of(name, *args)
+            return getattr(sub, name), args
+        s, r = sub.bytes_of(name, *map(self.arr, args))
         self.sent += s
         self.received += r
-        return getattr(sub.comm, name)
+        return getattr(sub.comm, name), args
 
-    def bind(self, x: np.ndarray, out: np.ndarray) -> None:
-        """Point the slots at ``x`` and ``out`` viewed as the steps see them (``k × E``, or flat when padded)."""
-        shape = (-1,) if self.padded else (self.k, self.E)
-        self.x.a, self.out.a = x.reshape(shape), out.reshape(shape)
-
-    def finish(self, result: _Slot) -> None:
+    def finish(self, result: Any) -> None:
         """``result`` holds the sum at the end; it is already in ``out`` when it is ``out`` itself, or ``x``
         in place (decided on the arrays of the compiling call, the same for every call of this aliasing)."""
-        self.result = result
-        o = self.out.a
-        self.copy = not (result is self.out or (result is self.x and result.a.shape == o.shape
-                                                 and _address(result.a) == _address(o)))
-
-    def run(self, x: np.ndarray, out: np.ndarray) -> None:
-        # the arrays themselves, not their k × E views: MPI reads the same bytes, and the few steps that
-        # need the shape (a staged or re-sorted step) reshape them
-        self.x.a, self.out.a = x, out
-        try:
-            if self.stage is not None:
-                self.stage()
-            for call in self.calls:
-                if call is not None:
-                    call()
-            if self.copy:
-                out.reshape(-1)[:] = self.result.a.reshape(-1)[: self.n]
-            if self.counter is not None:
-                self.counter.add(self.sent, self.received)
-        finally:
-            self.x.a = self.out.a = None
+        self.result = r = result
+        copy = not (r is OUT or (r is X and self.x.shape == self.out.shape
+                                 and _address(self.x) == _address(self.out)))
+        ops = self.stage + [op for step in self.steps for op in step] + ([(_put, (OUT, r, self.n))] if copy else [])
+        self.run = _straight(ops, None if self.counter is None else (self.counter.add, self.sent, self.received))
 
 
 class ReductionExecutor(Executor):
@@ -199,16 +211,21 @@ class ReductionExecutor(Executor):
         """Sum ``x`` over this rank's reduction group, following the program's collectives.  ``x``: a
         contiguous numpy array of any length and dtype MPI knows; the result goes into ``out`` (same shape
         and dtype) or, without ``out``, into ``x`` itself.  Returns the array holding the result."""
+        # the same arrays as the last call (a training loop's gradient buffers): nothing to check again — an
+        # ndarray keeps its memory, size and dtype (weak references: the executor keeps no array alive; a
+        # closed one has forgotten them)
+        same = self._same
+        if same is not None and same[0]() is x and x.dtype is same[3] and x.size == same[2]:
+            if out is None:
+                if same[1] is None:
+                    same[4](x, x)
+                    return x
+            elif same[1] is not None and same[1]() is out:
+                same[4](x, out)
+                return out
         if self._closed:
             self._require_open()
-        # the same arrays as the last call (a training loop's gradient buffers): nothing to check again — an
-        # ndarray keeps its memory, size and dtype (weak references: the executor keeps no array alive)
-        same, out_arg = self._same, out
-        if same is not None and same[0]() is x and (same[1] is None if out is None else
-                                                     same[1] is not None and same[1]() is out) \
-                and x.size == same[2] and x.dtype is same[3]:
-            same[4].run(x, x if out is None else out)
-            return x if out is None else out
+        out_arg = out
         # the common case in few attribute reads (each µs of Python before a collective costs several when
         # ranks share cores): a C-contiguous ndarray of a native number type, in place or into a like one
         fx = x.flags if type(x) is np.ndarray else None
@@ -230,7 +247,7 @@ class ReductionExecutor(Executor):
         if last is not None and last[0] == x.size and last[1] == x.dtype and last[2] == alias:
             prog = last[3]
         else:
-            bufs = self._step_buffers(self._chunk(x.size), x.dtype)
+            bufs = self._step_buffers(max(1, -(-x.size // self.k)), x.dtype)
             prog = bufs.programs.get((x.size, alias))
             if prog is None:  # the first call of this length, dtype and aliasing: decide every step once
                 prog = bufs.programs[(x.size, alias)] = self._compile(x, out, bufs)
@@ -243,7 +260,7 @@ class ReductionExecutor(Executor):
     def _remember(self, x: np.ndarray, out: np.ndarray | None, prog: "_Program") -> None:
         """Keep weak references to this call's arrays: the next call with the same ones runs at once."""
         try:
-            self._same = (weakref.ref(x), None if out is None else weakref.ref(out), x.size, x.dtype, prog)
+            self._same = (weakref.ref(x), None if out is None else weakref.ref(out), x.size, x.dtype, prog.run)
         except TypeError:  # pragma: no cover - an ndarray subclass without weak references
             self._same = None
 
@@ -256,39 +273,29 @@ class ReductionExecutor(Executor):
         the program from ``x`` to ``result``, a ``(chunks held at the end, E)`` array — ``out`` viewed as
         ``k × E`` when no padding is needed and the rank ends holding all ``k`` chunks.  Build once, call in
         order (the rank programs time them one by one)."""
-        prog = self._compile(x, out, self._step_buffers(self._chunk(x.size), x.dtype), per_message=True)
-        prog.bind(x, out)  # for good: these calls run on these arrays
-        if prog.stage is not None:
-            prog.stage()
-        return list(prog.calls), prog.result.a
-
-    def _chunk(self, n: int) -> int:
-        return max(1, -(-n // self.k))
+        prog = self._compile(x, out, self._step_buffers(max(1, -(-x.size // self.k)), x.dtype), per_message=True)
+        # for good: these calls run on these arrays
+        fixed = [[(f, tuple(map(prog.arr, args))) for f, args in ops] for ops in [prog.stage] + prog.steps]
+        _straight(fixed[0])()
+        return [_straight(ops) if ops else None for ops in fixed[1:]], prog.arr(prog.result)
 
     def _compile(self, x: np.ndarray, out: np.ndarray, bufs: "_Buffers", *, per_message: bool = False) -> "_Program":
         """The program's steps for arrays like ``x`` and ``out`` (their length, dtype and aliasing): which
         buffer each step reads and writes, in place or not, staged or not — decided here, once; the calls
-        read the caller's arrays through the program's two slots (:class:`_Slot`), set per call.  They
-        call the plain sub-communicators and count their bytes once per call (the same totals), or
-        ``per_message`` through the counting ones (what the rank programs read step by step)."""
-        n, k = x.size, self.k
-        E = bufs.E
+        take the caller's arrays as arguments (:data:`X`, :data:`OUT`).  They call the plain
+        sub-communicators and count their bytes once per call (the same totals), or ``per_message`` through
+        the counting ones (what the rank programs read step by step)."""
+        n, k, E = x.size, self.k, bufs.E
         padded = n != k * E
-        prog = _Program(n, k, E, padded, None if per_message else self.counter)
-        prog.bind(x, out)  # the arrays of this call stand in while the steps are decided
+        shape = (-1,) if padded else (k, E)
+        prog = _Program(n, x.reshape(shape), out.reshape(shape), None if per_message else self.counter)
         if padded:  # the chunks are padded with zeros in one staging buffer, filled first in every call
-            stage = bufs.get("stage", k)
-            flat, xin = stage.reshape(-1), prog.x
-
-            def stage_in() -> None:
-                flat[:n] = xin.a.reshape(-1)
-                flat[n:] = 0
-            prog.stage = stage_in
-            cur = _Slot(stage)
+            cur = bufs.get("stage", k)
+            prog.stage.append((_stage_in, (cur.reshape(-1), X, n)))
         else:
-            cur = prog.x
+            cur = X
         x_view = cur
-        target = None if padded or len(self.final_labels) != k else prog.out
+        target = None if padded or len(self.final_labels) != k else OUT
         last = len(self._steps) - 1
         for i, st in enumerate(self._steps):
             if i == last and target is not None:
@@ -296,73 +303,55 @@ class ReductionExecutor(Executor):
             elif cur is not x_view and st.sub is not None and st.collective is Collective.ALL_REDUCE:
                 dst = cur  # an AllReduce of an internal buffer runs in place: MPI copies nothing first
             else:
-                dst = _Slot(bufs.get(("out", i), st.after))
-            call, cur = self._call(prog, st, cur, dst, lambda rows, i=i: bufs.get(("spare", i), rows))
-            prog.calls.append(call)
+                dst = bufs.get(("out", i), st.after)
+            ops, cur = self._call(prog, st, cur, dst, lambda rows, i=i: bufs.get(("spare", i), rows))
+            prog.steps.append(ops)
         prog.finish(cur)
         return prog
 
-    def _call(self, prog: "_Program", st: _Step, inp: "_Slot", dst: "_Slot", spare: Callable[[int], np.ndarray]):
-        """``(callable, output)`` of one step from ``inp`` into ``dst`` (slots: a kept buffer, or the caller's
-        array of the call); ``spare(rows)`` is a scratch buffer (made on first use) for a staged input or a
-        gathered block that must be re-sorted."""
+    def _call(self, prog: "_Program", st: _Step, inp: Any, dst: Any, spare: Callable[[int], np.ndarray]):
+        """``(operations, output)`` of one step from ``inp`` into ``dst`` (a kept buffer, or :data:`X` or
+        :data:`OUT`); ``spare(rows)`` is a scratch buffer (made on first use) for a staged input or a gathered
+        block that must be re-sorted."""
         if st.sub is None:
-            return None, inp
+            return [], inp
         c, sub = st.collective, st.sub
-        i_a, d_a = inp.a, dst.a
+        i_a, d_a = prog.arr(inp), prog.arr(dst)
         E = i_a.shape[1]
         if d_a.shape[0] != st.after:  # only a kept buffer can be longer than a step needs, never x or out
-            dst = _Slot(d_a[: st.after])
-            d_a = dst.a
+            dst = d_a = d_a[: st.after]
         if c.reduces:
             same = i_a.shape == d_a.shape and _address(i_a) == _address(d_a)
-            kept = dst if st.root or c is not Collective.REDUCE else _Slot(np.empty((0, E), d_a.dtype))
+            kept = dst if st.root or c is not Collective.REDUCE else np.empty((0, E), d_a.dtype)
             if not same and np.may_share_memory(i_a, d_a):  # overlapping but not identical: stage the input
                 src = spare(i_a.shape[0])
-                run = self._reduce_call(prog, st, _Slot(src), dst, same=False)
-                return (lambda: (np.copyto(src, inp.a.reshape(src.shape)), run())), kept
-            return self._reduce_call(prog, st, inp, dst, same=same), kept
+                return [(_copy_in, (src, inp)), self._reduce_op(prog, st, src, dst, same=False)], kept
+            return [self._reduce_op(prog, st, inp, dst, same=same)], kept
         if c.gathers:
-            gathered = spare(st.after) if st.perm is not None or np.may_share_memory(i_a, d_a) else None
-            if st.perm is None and gathered is None:
-                allgather = prog.method(sub, "Allgather", i_a, d_a)
-                return (lambda: allgather(inp.a, dst.a)), dst
+            if st.perm is None and not np.may_share_memory(i_a, d_a):
+                return [prog.mpi(sub, "Allgather", inp, dst)], dst
+            gathered = spare(st.after)
             perm = st.perm if st.perm is not None else np.arange(st.after)
-            allgather = prog.method(sub, "Allgather", i_a, gathered)
-
-            def gather_sorted() -> None:
-                allgather(inp.a, gathered)
-                np.take(gathered, perm, axis=0, out=dst.a.reshape(gathered.shape))  # re-sort by chunk label
-            return gather_sorted, dst
+            return [prog.mpi(sub, "Allgather", inp, gathered), (_take, (gathered, perm, dst))], dst
         # Broadcast: the root keeps its chunks, the others receive them
         if st.root:
-            bcast = prog.method(sub, "Bcast", i_a, 0)
-            return (lambda: bcast(inp.a, 0)), inp
-        got = dst if d_a.shape == (st.after, E) else _Slot(spare(st.after))
-        bcast = prog.method(sub, "Bcast", got.a, 0)
-        return (lambda: bcast(got.a, 0)), got
+            return [prog.mpi(sub, "Bcast", inp, 0)], inp
+        got = dst if d_a.shape == (st.after, E) else spare(st.after)
+        return [prog.mpi(sub, "Bcast", got, 0)], got
 
     @staticmethod
-    def _reduce_call(prog: "_Program", st: _Step, inp: "_Slot", dst: "_Slot", *, same: bool) -> Callable[[], None]:
+    def _reduce_op(prog: "_Program", st: _Step, inp: Any, dst: Any, *, same: bool) -> tuple:
         """The MPI call of a reducing step; ``same``: ``inp`` is ``dst`` (an in-place AllReduce or root Reduce;
         a ReduceScatter's output is smaller than its input, so it is never in place)."""
         sub, c, SUM = st.sub, st.collective, MPI.SUM
-        send = MPI.IN_PLACE if same else inp.a
+        send = MPI.IN_PLACE if same else inp
         if c is Collective.ALL_REDUCE:
-            allreduce = prog.method(sub, "Allreduce", send, dst.a, SUM)
-            if same:
-                return lambda: allreduce(MPI.IN_PLACE, dst.a, SUM)
-            return lambda: allreduce(inp.a, dst.a, SUM)
+            return prog.mpi(sub, "Allreduce", send, dst, SUM)
         if c is Collective.REDUCE_SCATTER:
-            rsb = prog.method(sub, "Reduce_scatter_block", inp.a, dst.a, SUM)
-            return lambda: rsb(inp.a, dst.a, SUM)
+            return prog.mpi(sub, "Reduce_scatter_block", inp, dst, SUM)
         if not st.root:
-            reduce = prog.method(sub, "Reduce", inp.a, None, SUM, 0)
-            return lambda: reduce(inp.a, None, SUM, 0)
-        reduce = prog.method(sub, "Reduce", send, dst.a, SUM, 0)
-        if same:
-            return lambda: reduce(MPI.IN_PLACE, dst.a, SUM, 0)
-        return lambda: reduce(inp.a, dst.a, SUM, 0)
+            return prog.mpi(sub, "Reduce", inp, None, SUM, 0)
+        return prog.mpi(sub, "Reduce", send, dst, SUM, 0)
 
     def _step_buffers(self, E: int, dtype: np.dtype) -> "_Buffers":
         """The reusable buffers for chunks of ``E`` elements of ``dtype`` (the last few shapes are kept, with
