@@ -326,9 +326,19 @@ def isl_set(dom: Domain, params: tuple[str, ...], procs: str | None = None):
         for a, k in row.items():
             if k:
                 t, i = pos[a]
-                c = c.set_coefficient_val(t, i, k)
-        bs = bs.add_constraint(c.set_constant_val(k0) if k0 else c)
+                c = c.set_coefficient_val(t, i, _val(k))
+        bs = bs.add_constraint(c.set_constant_val(_val(k0)) if k0 else c)
     return isl.Set.from_basic_set(bs)
+
+
+def _val(k: int):
+    """``k`` as islpy takes it: a Python int within a C long, else an ``isl.Val`` read from its digits
+    (``range(10**400)``)."""
+    if -2**62 <= k < 2**62:
+        return k
+    import islpy as isl
+
+    return isl.Val(str(k))
 
 
 def _extends(qp, rest: Region, names: list) -> bool:

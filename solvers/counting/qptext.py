@@ -25,7 +25,8 @@ def _fr(v) -> tuple[int, int]:
     """An isl value as ``(numerator, denominator)``."""
     if v.is_int():
         return v.to_python(), 1
-    return v.get_num_si(), v.get_den_val().to_python()
+    den = v.get_den_val()  # the numerator as v·den: get_num_si would lose one beyond a C long
+    return v.mul(den).to_python(), den.to_python()
 
 
 def _sum_text(terms: list) -> str:
@@ -154,9 +155,9 @@ class Region:
             import islpy as isl
 
             bs, pt, _ = self.parts[k]
-            v = pt.get_coordinate_val(_PARAM, i).to_python()
+            v = pt.get_coordinate_val(_PARAM, i)  # an isl value: a sample point may lie beyond a C long
             c = isl.Constraint.inequality_alloc(bs.get_local_space()).set_coefficient_val(_PARAM, i, 1) \
-                .set_constant_val(-(v + 1))
+                .set_constant_val(v.add(isl.Val.one(v.get_ctx())).neg())
             out = self._far[key] = bs.add_constraint(c).sample_point()
         return out
 

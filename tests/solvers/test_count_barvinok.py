@@ -265,3 +265,16 @@ def test_counts_print_the_same_whatever_the_process_drew_before():
         count_problem(CountProblem.of(src))
         assert [libc.random() for _ in range(3)] == expect[1:]
     assert texts[0] == texts[1] == texts[2]
+
+
+def test_constants_beyond_a_c_long_count_exactly():
+    """Bounds past 2**63 (islpy takes a Python int only within a C long): the statement's set is built with
+    isl values, and the extension test's points beyond a sample point too."""
+    src = ("def f(N):\n    for i in range(10**400):\n        A[i] = 1\n"
+           "    for j in range(N, 3 * 10**30):\n        B[j] = 0\n"
+           "    for i in range(N):\n        for j in range(i * (10**30 + 1)):\n            C[j] = 0\n")
+    (res,) = count_problem(CountProblem.of(src))
+    assert res.exact
+    for n in (0, 1, 5, 3 * 10**30 + 7):
+        got = [res.evaluate(st.count.value, {"N": n}) for st in res.statements]
+        assert got == [10**400, max(0, 3 * 10**30 - n), (10**30 + 1) * n * (n - 1) // 2], n
