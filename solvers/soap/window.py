@@ -17,7 +17,7 @@ at ``T_k`` at most ``S − 1`` of them are red beside ``P(k)`` and each other on
 and loaded after it: ``2·Σ_k (L(k) + 1 − S)⁺`` more.  With recomputation a value may instead be
 recomputed from a smaller dominator set (Hong and Kung), so this part is reported separately.
 
-:func:`window_bound` finds pivots, windows and the counts on exact traces of the program at three sizes
+:func:`window_bound` finds pivots, windows and the counts on exact traces of the program at four sizes
 (the one size parameter 8, 12, 16 and 24; :func:`~meshplan.models.soap.replay.build_trace`), fits ``c`` and ``L`` as
 affine functions of ``k`` that hold at every step from a fixed one on and at every size, and sums them
 symbolically with the integral lower bound ``Σ_{k=k0}^{K} f(k) ≥ ∫_{k0−1}^{K} f`` (``f`` nondecreasing).
