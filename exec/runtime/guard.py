@@ -14,6 +14,11 @@ that the launching process — named by :data:`LAUNCHER_ENV` as ``pid:start
 time``, so a reused pid is not mistaken for it — still exists, and SIGKILLs its
 own rank when it does not (a rank that cannot see its launcher at the start — another
 host or pid namespace — runs no watchdog).
+
+Lost messages.  ``comm.Abort`` may end the job before hydra has forwarded the failing rank's stderr
+(seen under load: the launcher then read no output at all), so :func:`abort_on_error` also appends the
+error line to the file named by :data:`ERRORS_ENV`, when ``run_job`` set one, and the launcher adds
+what that file holds to its error (:func:`rank_errors`).
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ import traceback
 from typing import Iterator
 
 __all__ = ["abort_on_error", "start_watchdog", "launcher_token", "process_alive", "set_parent_death_signal",
-           "LAUNCHER_ENV", "WATCH_INTERVAL_S"]
+           "rank_errors", "LAUNCHER_ENV", "ERRORS_ENV", "WATCH_INTERVAL_S"]
 
 #: environment variable naming the launching process (``pid:start time``) to the ranks' watchdogs
 LAUNCHER_ENV = "MESHPLAN_LAUNCHER"
+#: environment variable naming the file a failing rank appends its error line to before it aborts
+ERRORS_ENV = "MESHPLAN_ERRORS_FILE"
 #: seconds between two checks of the watchdog
 WATCH_INTERVAL_S = 0.5
 _PR_SET_PDEATHSIG = 1
@@ -104,7 +111,31 @@ def abort_on_error(comm) -> Iterator[None]:
     except BaseException as err:  # noqa: BLE001 - any failure must abort the job
         if isinstance(err, SystemExit) and not err.code:
             raise
-        sys.stderr.write(f"rank {comm.Get_rank()}: {type(err).__name__}: {err}\n")
+        line = f"rank {comm.Get_rank()}: {type(err).__name__}: {err}\n"
+        sys.stderr.write(line)
+        _append_error(line)
         traceback.print_exc(file=sys.stderr)
         sys.stderr.flush()
         comm.Abort(1)
+
+
+def _append_error(line: str) -> None:
+    """Append ``line`` to the :data:`ERRORS_ENV` file in one write (ranks may fail at once)."""
+    path = os.environ.get(ERRORS_ENV)
+    if not path:
+        return
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+
+
+def rank_errors(path: str) -> list[str]:
+    """The error lines the failing ranks appended to ``path`` (none if it does not exist)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return [ln.strip() for ln in fh if ln.strip()]
+    except OSError:
+        return []

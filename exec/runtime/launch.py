@@ -51,7 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, NoReturn, Sequence
 
-from meshplan.exec.runtime.guard import LAUNCHER_ENV, launcher_token, process_alive, set_parent_death_signal
+from meshplan.exec.runtime.guard import (ERRORS_ENV, LAUNCHER_ENV, launcher_token, process_alive, rank_errors,
+                                         set_parent_death_signal)
 from meshplan.models.core.errors import MeshplanError, ModelError, VerificationError
 from meshplan.models.core.outputs import write_output
 
@@ -178,10 +179,18 @@ def run_job(np: int, module: str, job: Mapping[str, Any], *, timeout_s: float = 
         write_output(os.path.join(tmp, OWNER_FILE), launcher_token() + "\n", what="MPI job owner", fsync=False)
         path = os.path.join(tmp, "job.json")
         write_output(path, json.dumps(job), what="MPI job file", fsync=False)  # a private, fresh directory
+        errors = os.path.join(tmp, "errors")
+        env = {**(env or {}), ERRORS_ENV: errors}
         if progress is not None:
-            env = {**(env or {}), PROGRESS_ENV: os.path.join(tmp, "progress")}
+            env[PROGRESS_ENV] = os.path.join(tmp, "progress")
         with _polling(env[PROGRESS_ENV] if progress is not None else None, progress):
-            return _parse_json(_run(np, ["-m", module, path], timeout_s=timeout_s, env=env, cwd=None))
+            try:
+                return _parse_json(_run(np, ["-m", module, path], timeout_s=timeout_s, env=env, cwd=None))
+            except MpiRunError as err:
+                lost = [ln for ln in rank_errors(errors) if ln not in str(err)]
+                if not lost:
+                    raise
+                raise MpiRunError(f"{err}; {' | '.join(lost)}") from None
     except _Interrupted as intr:
         shutil.rmtree(tmp, ignore_errors=True)  # now: the re-delivered signal may end the process
         intr.redeliver()

@@ -18,8 +18,9 @@ the launcher raises one error), applies the test fault hook, builds a
 :class:`RankContext`, calls the handler on every rank, frees the cached
 sub-communicators and prints rank 0's result as one JSON line.
 
-Fault hook (tests): ``job["fault"] = {"rank": r, "kind": "raise" | "hang" | "corrupt"}``
-makes rank ``r`` raise (the job aborts) or sleep (the launcher's timeout kills
+Fault hook (tests): ``job["fault"] = {"rank": r, "kind": "raise" | "mute" | "hang" | "corrupt"}``
+makes rank ``r`` raise (the job aborts; ``mute`` first sends its stderr to /dev/null, as when
+the abort outruns hydra's forwarding of it) or sleep (the launcher's timeout kills
 the job) before the handler runs, while the other ranks enter MPI; ``corrupt``
 is left to the capability: ``ctx.corrupt`` is true on rank ``r``, which should
 then change one element of its input so that verification must fail (a test
@@ -45,7 +46,7 @@ from meshplan.models.core.outputs import write_output
 __all__ = ["RankContext", "rank_main", "inject_fault", "FAULT_KINDS"]
 
 #: kinds of the test fault hook
-FAULT_KINDS = ("raise", "hang", "corrupt")
+FAULT_KINDS = ("raise", "mute", "hang", "corrupt")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +80,8 @@ class RankContext:
 
 
 def inject_fault(rank: int, fault: Mapping[str, Any] | None) -> bool:
-    """The test hook: on rank ``fault["rank"]`` raise (``kind="raise"``) or hang (``kind="hang"``);
+    """The test hook: on rank ``fault["rank"]`` raise (``kind="raise"``; ``"mute"``: with stderr sent to
+    /dev/null) or hang (``kind="hang"``);
     returns whether this rank should corrupt its input (``kind="corrupt"``)."""
     if not fault or rank != int(fault["rank"]):
         return False
@@ -90,6 +92,9 @@ def inject_fault(rank: int, fault: Mapping[str, Any] | None) -> bool:
         return True
     if kind == "hang":
         time.sleep(3600)
+    if kind == "mute":
+        sys.stderr.flush()
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
     raise RuntimeError("injected failure (test hook)")
 
 

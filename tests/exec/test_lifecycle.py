@@ -64,7 +64,8 @@ def _wait_gone(marker: str, seconds: float = 20.0) -> list[int]:
     return alive
 
 
-@pytest.mark.parametrize("kind,msg", [("raise", "injected failure"), ("hang", "timed out")])
+@pytest.mark.parametrize("kind,msg", [("raise", "injected failure"), ("hang", "timed out"),
+                                      ("mute", "rank 2: RuntimeError: injected failure")])
 def test_fault_hook_ends_the_whole_job_with_one_error(kind, msg, tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     marker = f"MESHPLAN_TEST_{uuid.uuid4().hex}"
