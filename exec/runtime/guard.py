@@ -19,6 +19,10 @@ Lost messages.  ``comm.Abort`` may end the job before hydra has forwarded the fa
 (seen under load: the launcher then read no output at all), so :func:`abort_on_error` also appends the
 error line to the file named by :data:`ERRORS_ENV`, when ``run_job`` set one, and the launcher adds
 what that file holds to its error (:func:`rank_errors`).
+
+The launcher's side.  :func:`kill_tree` ends a job: it forwards a signal to ``mpiexec``'s process group,
+waits a grace period, then SIGKILLs the group and every process that was below ``mpiexec``
+(:func:`descendants`, read from ``/proc``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -34,7 +39,7 @@ import traceback
 from typing import Iterator
 
 __all__ = ["abort_on_error", "start_watchdog", "launcher_token", "process_alive", "set_parent_death_signal",
-           "rank_errors", "LAUNCHER_ENV", "ERRORS_ENV", "WATCH_INTERVAL_S"]
+           "rank_errors", "descendants", "kill_tree", "LAUNCHER_ENV", "ERRORS_ENV", "WATCH_INTERVAL_S"]
 
 #: environment variable naming the launching process (``pid:start time``) to the ranks' watchdogs
 LAUNCHER_ENV = "MESHPLAN_LAUNCHER"
@@ -139,3 +144,63 @@ def rank_errors(path: str) -> list[str]:
             return [ln.strip() for ln in fh if ln.strip()]
     except OSError:
         return []
+
+
+# -- the launcher's side: end a job's whole process tree ------------------------------------
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (hydra's proxies and ranks each start their own session, so the
+    launcher's process group does not hold them); empty where ``/proc`` is missing."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # pragma: no cover - not Linux
+        return set()
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), ()):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def _signal_all(pids: set[int], sig: int) -> None:
+    for p in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p, sig)
+
+
+def kill_tree(proc: subprocess.Popen, sig: int | None, grace_s: float) -> tuple[str, str]:
+    """End a job: forward ``sig`` to ``mpiexec``'s process group (it passes it on to the ranks), wait
+    ``grace_s`` seconds, then SIGKILL the group and every process that was below ``mpiexec``; returns the
+    output read so far."""
+    tree = descendants(proc.pid)
+    if sig is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        tree |= descendants(proc.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    _signal_all(tree, signal.SIGKILL)
+    try:
+        return proc.communicate(timeout=10)
+    except (subprocess.TimeoutExpired, ValueError):  # a process we could not see holds the pipes
+        for f in (proc.stdout, proc.stderr):
+            if f is not None:
+                f.close()
+        proc.wait()
+        return "", ""

@@ -51,8 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, NoReturn, Sequence
 
-from meshplan.exec.runtime.guard import (ERRORS_ENV, LAUNCHER_ENV, launcher_token, process_alive, rank_errors,
-                                         set_parent_death_signal)
+from meshplan.exec.runtime.guard import (ERRORS_ENV, LAUNCHER_ENV, kill_tree, launcher_token, process_alive,
+                                         rank_errors, set_parent_death_signal)
 from meshplan.models.core.errors import MeshplanError, ModelError, VerificationError
 from meshplan.models.core.outputs import write_output
 
@@ -344,64 +344,6 @@ def _env(env: Mapping[str, str] | None) -> dict[str, str]:
     return full
 
 
-def _descendants(pid: int) -> set[int]:
-    """Every process below ``pid`` (hydra's proxies and ranks each start their own session, so the
-    launcher's process group does not hold them); empty where ``/proc`` is missing."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:  # pragma: no cover - not Linux
-        return set()
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(name))
-    out, todo = set(), [pid]
-    while todo:
-        for c in children.get(todo.pop(), ()):
-            if c not in out:
-                out.add(c)
-                todo.append(c)
-    return out
-
-
-def _signal_all(pids: set[int], sig: int) -> None:
-    for p in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(p, sig)
-
-
-def _kill_group(proc: subprocess.Popen, sig: int | None) -> tuple[str, str]:
-    """End the job: forward ``sig`` to ``mpiexec``'s process group (it passes it on to the ranks), wait
-    :data:`GRACE_S`, then SIGKILL the group and every process that was below ``mpiexec``; returns the
-    output read so far."""
-    tree = _descendants(proc.pid)
-    if sig is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=GRACE_S)
-        except subprocess.TimeoutExpired:
-            pass
-        tree |= _descendants(proc.pid)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    _signal_all(tree, signal.SIGKILL)
-    try:
-        return proc.communicate(timeout=10)
-    except (subprocess.TimeoutExpired, ValueError):  # a process we could not see holds the pipes
-        for f in (proc.stdout, proc.stderr):
-            if f is not None:
-                f.close()
-        proc.wait()
-        return "", ""
-
-
 def _run(np: int, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None,
          cwd: str | None) -> MpiResult:
     # `python -m meshplan…` would put the working directory first on sys.path; from a checkout's
@@ -422,12 +364,12 @@ def _run(np: int, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, st
                                     preexec_fn=set_parent_death_signal)
             out, err = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _, err = _kill_group(proc, None)
+            _, err = kill_tree(proc, None, GRACE_S)
             raise MpiRunError(f"MPI job with {np} ranks timed out after {timeout_s:.0f} s and was killed; "
                               f"stderr tail: {_tail(err)}") from None
         except BaseException as exc:
             if proc is not None:
-                _kill_group(proc, exc.signum if isinstance(exc, _Interrupted) else signal.SIGTERM)
+                kill_tree(proc, exc.signum if isinstance(exc, _Interrupted) else signal.SIGTERM, GRACE_S)
             raise
     if proc.returncode != 0:
         raise MpiRunError(f"MPI job with {np} ranks failed (exit {proc.returncode}): {_tail(err or out)}")
