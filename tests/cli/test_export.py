@@ -1,4 +1,4 @@
-"""``meshplan export`` (issue 4, item 3): a generated mpi4py script runs and verifies; mesh orders."""
+"""``meshplan export``: a generated mpi4py script runs and verifies; mesh orders."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``meshplan redistribute`` (issue 5, item 5)."""
+"""``meshplan redistribute``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``meshplan run`` (issue 4, item 2): real mpiexec launches on 4 ranks, in-process CLI."""
+"""``meshplan run``: real mpiexec launches on 4 ranks, in-process CLI."""
 
 from __future__ import annotations
 

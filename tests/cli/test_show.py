@@ -1,4 +1,4 @@
-"""``meshplan show`` (issue 4, item 5): a headless PNG of the placement and one panel per step."""
+"""``meshplan show``: a headless PNG of the placement and one panel per step."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``meshplan calibrate`` (issue 4, item 4): microbenchmarks per level on 4 MPI ranks."""
+"""``meshplan calibrate``: microbenchmarks per level on 4 MPI ranks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Redistribution programs on 8 MPI ranks with real tiles (issue 5, item 4).
+"""Redistribution programs on 8 MPI ranks with real tiles.
 
 Problems are batched: each test is one ``mpiexec`` launch running many programs.
 """

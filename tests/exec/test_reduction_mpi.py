@@ -1,4 +1,4 @@
-"""Synthesized reduction programs on 4 and 8 MPI ranks with exact integer results (issue 4).
+"""Synthesized reduction programs on 4 and 8 MPI ranks with exact integer results.
 
 Each test is one ``mpiexec`` launch through the launcher users get
 (:func:`meshplan.exec.reduction.driver.run_programs`), batching many programs.
@@ -88,7 +88,7 @@ def test_synthesized_programs_on_4_ranks_and_not_executable_programs():
     assert not replay(wrong.program, pairs).valid and not run_numeric(wrong.program, pairs, 2).correct
 
 
-# The example programs of issue 3 are written for P2's Figure 2 system (16 GPUs). Tests stay at 8 ranks, so
+# The example programs in examples/programs/ are written for P2's Figure 2 system (16 GPUs). Tests stay at 8 ranks, so
 # they run on the same hierarchy with 2 GPUs per CPU: the level names (and so the instructions) are the
 # same, the placement keeps axis 1 on server and gpu as in the files' matrix [[1,1,2,2],[1,2,1,2]].
 SMALL_FIG2 = ("rack=1,server=2,cpu=2,gpu=2", (2, 4), (1,), [[1, 1, 2, 1], [1, 2, 1, 2]])
@@ -97,17 +97,12 @@ EXAMPLES = {"fig3a_allreduce": True, "fig3b_allreduce_allreduce": True, "fig3c_r
 
 
 def test_example_programs_of_figures_3_and_4_on_mpi():
-    try:
-        from meshplan.models.reduction.program_text import parse_program, resolve
-    except ImportError:
-        pytest.skip("the program text parser of issue 3 (meshplan.models.reduction.program_text) is absent")
+    from meshplan.models.reduction.program_text import parse_program, resolve
     from meshplan.models.placement.matrix import ParallelismMatrix
     from meshplan.models.reduction.hierarchy import synthesis_hierarchy
 
     folder = ROOT / "examples" / "programs"
-    missing = [n for n in EXAMPLES if not (folder / f"{n}.txt").is_file()]
-    if missing:
-        pytest.skip(f"examples/programs/ (issue 3) lacks {', '.join(missing)}")
+    assert all((folder / f"{n}.txt").is_file() for n in EXAMPLES)
     system, axes, reduce, rows = SMALL_FIG2
     m = ParallelismMatrix.of(System.parse(system), rows, axes)
     h = synthesis_hierarchy(m, reduce)
