@@ -33,8 +33,9 @@ from typing import Any, Literal, Mapping
 
 from meshplan.models.core.errors import ModelError, ParseError
 from meshplan.models.core.limits import check_limit
+from meshplan.models.core.units import parse_bandwidth
 
-__all__ = ["Interconnect", "CollectiveLink", "Level", "System", "KINDS", "parse_bandwidth"]
+__all__ = ["Interconnect", "CollectiveLink", "Level", "System", "KINDS"]
 
 KINDS = ("switch", "nic", "ring")
 #: an interconnect kind (one of :data:`KINDS`; resource model in docs/simulator.md)
@@ -397,15 +398,3 @@ def _default_link(i: int, n: int) -> Interconnect:
     if i == 0:
         return Interconnect("nic", 8e9, 10e-6, name="nic")  # 100 Gb/s NIC at 60 %, per unit
     return Interconnect("nic", 32e9, 5e-6, name="pcie")  # PCIe/UPI-class, per unit
-
-
-def parse_bandwidth(value: Any) -> float:
-    """``8e9``, ``"8GB/s"``, ``"100Gb/s"`` (bits) → bytes per second."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    m = re.fullmatch(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([KMGT]?)([Bb])(?:/s|ps)?\s*", str(value))
-    if not m:
-        raise ModelError(f"bad bandwidth {value!r}; write bytes/s like 8e9 or units like 8GB/s or 100Gb/s")
-    scale = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[m.group(2)]
-    bits = m.group(3) == "b"
-    return float(m.group(1)) * scale / (8 if bits else 1)

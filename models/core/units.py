@@ -1,13 +1,14 @@
-"""Byte sizes and durations as users write them (``1GiB``, ``64MB``, ``4096``)."""
+"""Byte sizes, bandwidths and durations as users write them (``1GiB``, ``64MB``, ``4096``, ``100Gb/s``)."""
 
 from __future__ import annotations
 
 import re
 from fractions import Fraction
+from typing import Any
 
 from meshplan.models.core.errors import ModelError, quote
 
-__all__ = ["parse_bytes", "format_bytes", "format_seconds", "MAX_BYTES"]
+__all__ = ["parse_bytes", "parse_bandwidth", "format_bytes", "format_seconds", "MAX_BYTES"]
 
 #: the largest size :func:`parse_bytes` accepts (4 EiB; int64 byte counts stay exact below it)
 MAX_BYTES = 2**62
@@ -53,3 +54,15 @@ def format_seconds(t: float) -> str:
     if t >= 1e-3:
         return f"{t * 1e3:.3f} ms"
     return f"{t * 1e6:.1f} µs"
+
+
+def parse_bandwidth(value: Any) -> float:
+    """``8e9``, ``"8GB/s"``, ``"100Gb/s"`` (bits) → bytes per second."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    m = re.fullmatch(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([KMGT]?)([Bb])(?:/s|ps)?\s*", str(value))
+    if not m:
+        raise ModelError(f"bad bandwidth {value!r}; write bytes/s like 8e9 or units like 8GB/s or 100Gb/s")
+    scale = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[m.group(2)]
+    bits = m.group(3) == "b"
+    return float(m.group(1)) * scale / (8 if bits else 1)

@@ -9,7 +9,8 @@ from hypothesis import given, settings, strategies as st
 
 from meshplan.models.core.errors import ModelError, ParseError
 from meshplan.models.core.presets import PRESETS, preset
-from meshplan.models.core.system import Interconnect, Level, System, parse_bandwidth
+from meshplan.models.core.system import Interconnect, Level, System
+from meshplan.models.core.units import parse_bandwidth
 from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "systems"
