@@ -65,7 +65,7 @@ def simulate(system: Any, program: Any, *, axes: Any = None, reduce: Any = None,
 
 def check_json(res, lines: Sequence[int] | None) -> dict[str, Any]:
     """The JSON of one checked program (docs/check.md): verdict, proof, numeric run, time."""
-    from meshplan.models.reduction.state import bits
+    from meshplan.models.core.bits import bits
 
     v = res.verdict
     fail = None

@@ -87,7 +87,7 @@ def _n(count: int, noun: str) -> str:
 
 
 def _cell(mask: int) -> str:
-    from meshplan.models.reduction.state import bits
+    from meshplan.models.core.bits import bits
 
     return ",".join(map(str, bits(mask))) if mask else "–"
 

@@ -17,7 +17,8 @@ from meshplan.models.core.collectives import Collective
 from meshplan.models.core.errors import ModelError, VerificationError
 from meshplan.models.reduction.lowering import LoweredProgram
 from meshplan.models.reduction.semantics import RuleViolation, apply_step
-from meshplan.models.reduction.state import Context, State, bits, goal_context, initial_context
+from meshplan.models.core.bits import bits
+from meshplan.models.reduction.state import Context, State, goal_context, initial_context
 
 __all__ = ["ReplayMemo", "Failure", "Shortfall", "Verdict", "Crossing", "replay", "require_valid", "chunks_for", "first_crossing"]
 

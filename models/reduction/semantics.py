@@ -27,7 +27,8 @@ from typing import Sequence
 
 from meshplan.models.core.collectives import COLLECTIVES, Collective, apply_collective
 from meshplan.models.core.errors import ModelError, VerificationError
-from meshplan.models.reduction.state import Context, State, bits, rows
+from meshplan.models.core.bits import bits
+from meshplan.models.reduction.state import Context, State, rows
 
 __all__ = ["COLLECTIVES", "RULES", "RuleViolation", "apply_rule", "apply_step"]
 

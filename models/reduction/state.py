@@ -14,22 +14,11 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Iterable, Sequence
 
-__all__ = ["State", "Context", "initial_context", "goal_context", "rows", "bits", "EMPTY"]
+__all__ = ["State", "Context", "initial_context", "goal_context", "rows", "EMPTY"]
 
 State = tuple[int, ...]
 Context = tuple[State, ...]
 EMPTY = 0
-
-
-def bits(mask: int) -> list[int]:
-    """The devices (columns) set in a row mask, ascending."""
-    out, d = [], 0
-    while mask:
-        if mask & 1:
-            out.append(d)
-        mask >>= 1
-        d += 1
-    return out
 
 
 def rows(state: State) -> frozenset[int]:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
+from meshplan.models.core.bits import bits
 from meshplan.models.core.errors import ModelError
 from meshplan.models.loops.program import Program, sym
 from meshplan.models.soap.replay import build_trace, loop_order, producers, stream
@@ -95,7 +96,7 @@ def _candidates(program: Program) -> list[str]:
     (a reduction's result) and write one such a statement reads (the next step waits for them)."""
     out = []
     for st in program.statements:
-        if len(st.loops) != 1 or st.loops[0].step != 1:
+        if len(st.loops) != 1 or st.loops[0].step != 1 or st.loops[0].descending:   # the fit runs k upwards
             continue
         deeper = [o for o in program.statements if len(o.loops) > 1 and o.loops[0] == st.loops[0]]
         if any(a.array == o.output.array for a in st.inputs for o in deeper) and any(
@@ -128,13 +129,6 @@ def _graph(tr):
     return desc, anc, succ, ins, live
 
 
-def _members(mask: int):
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
-
-
 def _counts(tr, graph, pivot: str) -> dict[int, tuple[int, int]] | None:
     """``{k: (c(k), L(k))}`` for every step but the first, or ``None`` when the pivots do not chain."""
     desc, anc, succ, ins, live = graph
@@ -153,7 +147,7 @@ def _counts(tr, graph, pivot: str) -> dict[int, tuple[int, int]] | None:
             return None
         window = (anc[pb] | 1 << pb) & desc[pa]       # P(a) ⇝ x ⇝ P(b), P(b) included, P(a) not
         reads, held = 0, 0
-        for x in _members(window):
+        for x in bits(window):
             reads |= ins[x]
             held += x != pb and bool(succ[x] & desc[pb])
         out[b] = (reads.bit_count(), held)

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from meshplan.models.reduction.referee import PRIME, NotExecutable, apply_numeric
 from meshplan.models.reduction.semantics import COLLECTIVES, RULES, RuleViolation, apply_rule, apply_step
-from meshplan.models.reduction.state import bits, goal_context, initial_context, rows
+from meshplan.models.core.bits import bits
+from meshplan.models.reduction.state import goal_context, initial_context, rows
 
 
 @st.composite
