@@ -11,7 +11,9 @@ Python input follows the thesis listings: functions whose bodies are nests of
 
 Names used in loop bounds or subscripts (and not loop variables) are size
 parameters; other free names are scalar constants (``alpha``…) and ignored.
-A bare name assigned inside a loop is a 0-dimensional array.  Anything else —
+A bare name assigned inside a loop is a 0-dimensional array.  ``range(hi, lo, -1)`` is a descending
+:class:`~meshplan.models.loops.program.Loop` (the set of ``range(lo + 1, hi + 1)``, visited downwards:
+the data flow is the program's own).  Anything else —
 ``if``/``while``, indirect subscripts ``A[B[i]]``, non-integer steps — is a
 :class:`~meshplan.models.core.errors.ParseError` that names the line and says why
 (data-dependent control flow or accesses are outside SOAP, section 5.3).
@@ -217,7 +219,8 @@ class _Reader:
                 if not args[2].is_Integer or args[2] == 0:
                     raise self.err(it, "the step of `range` must be a non-zero integer constant")
                 step = int(args[2])
-        if step < 0:  # range(hi0, lo0, -s) visits the same set as range(lo0+1, hi0+1, s) when s == 1
+        descending = step < 0   # range(hi0, lo0, -1): the set of range(lo0 + 1, hi0 + 1), visited downwards
+        if descending:
             if step != -1:
                 raise self.err(it, "negative steps other than -1 are not supported")
             lo, hi, step = hi + 1, lo + 1, 1
@@ -229,7 +232,7 @@ class _Reader:
             n += 1
             uniq = f"{name}_{n}"
         self.used_vars[uniq] = 1
-        lp = Loop(uniq, sp.sympify(lo), sp.sympify(hi), step)
+        lp = Loop(uniq, sp.sympify(lo), sp.sympify(hi), step, descending)
         self.block(node.body, loops + (lp,), {**env, name: uniq})
 
     def assign(self, node, loops, env) -> None:

@@ -37,18 +37,28 @@ def sym(name: str) -> sp.Symbol:
 
 @dataclass(frozen=True, slots=True)
 class Loop:
-    """``for var in range(lower, upper, step)`` (``upper`` exclusive)."""
+    """``for var in range(lower, upper, step)`` (``upper`` exclusive).
+
+    ``descending`` visits the same set in the opposite order: ``range(upper - 1, lower - 1, -1)``
+    (the frontend's reading of ``range(hi, lo, -1)``; only with ``step == 1``).  The iteration set
+    — what the SOAP χ and the vertex counts use — does not depend on it; the program order, and with
+    it which instance produces the value a read sees, does.
+    """
 
     var: str
     lower: sp.Expr
     upper: sp.Expr
     step: int = 1
+    descending: bool = False
 
     def __post_init__(self) -> None:
         if not self.var.isidentifier():
             raise ModelError(f"loop variable {self.var!r} is not an identifier")
         if self.step == 0:
             raise ModelError(f"loop over {self.var} has step 0; use a non-zero constant step")
+        if self.descending and self.step != 1:
+            raise ModelError(f"descending loop over {self.var} has step {self.step}: only "
+                             "range(hi, lo, -1) loops are descending; give step 1")
         for e in (self.lower, self.upper):
             if not isinstance(e, sp.Expr):
                 raise ModelError(f"bounds of loop {self.var} must be sympy expressions")
@@ -63,6 +73,8 @@ class Loop:
     def source(self) -> str:
         """The loop header as Python source (``for i in range(N):``)."""
         lo, hi = _py(self.lower), _py(self.upper)
+        if self.descending:
+            return f"for {self.var} in range({_py(self.upper - 1)}, {_py(self.lower - 1)}, -1):"
         if self.step != 1:
             return f"for {self.var} in range({lo}, {hi}, {self.step}):"
         if self.lower == 0:

@@ -20,8 +20,11 @@ put side by side (docs/bound.md, "tightness certificate"):
   it) or, at the end, when still dirty.  A write of an absent element (``A[i] = …``) allocates it
   without a load.  This is a valid red–blue pebbling, so its I/O bounds the optimum from above.
 
-Loop directions: the frontend normalizes ``range(hi, lo, -1)`` to an ascending loop (the SOAP bound does
-not depend on the order); the replay executes the model, i.e. ascending.
+Loop directions: a loop ``range(hi, lo, -1)`` is a descending :class:`~meshplan.models.loops.program.Loop`
+(the set of ``range(lo + 1, hi + 1)``, visited downwards).  The program-order key of a descending loop is
+``−v``, and the tile coordinate of :func:`tiled_order` is taken along the execution order (``−v`` too),
+so the trace, :func:`legal` and every replayed order follow the program's own data flow — which
+instance produces the value a read sees — rather than that of its ascending variant.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from meshplan.models.core.errors import ModelError
 from meshplan.models.loops.program import Program
 
 __all__ = ["Trace", "IoCount", "build_trace", "loop_order", "tiled_order", "legal", "stream", "lru_io", "replay_order",
-           "producers", "DEFAULT_LIMIT"]
+           "producers", "descending_vars", "DEFAULT_LIMIT"]
 
 #: the largest number of statement instances :func:`build_trace` enumerates by default
 DEFAULT_LIMIT = 4_000_000
@@ -156,7 +159,7 @@ def build_trace(program: Program, values: dict[str, int], *, limit: int = DEFAUL
         key = np.zeros((n, 2 * depth + 1), dtype=np.int64)
         for d, lp in enumerate(st.loops):
             key[:, 2 * d] = betas[si][d]
-            key[:, 2 * d + 1] = cols[lp.var]
+            key[:, 2 * d + 1] = -cols[lp.var] if lp.descending else cols[lp.var]
         key[:, 2 * len(st.loops)] = betas[si][-1]
         per_stmt.append((st, n, cols, key))
     # accesses: distinct reads in order, then the write
@@ -209,6 +212,11 @@ def build_trace(program: Program, values: dict[str, int], *, limit: int = DEFAUL
                  is_write[order], base, keys[order])
 
 
+def descending_vars(program: Program) -> frozenset[str]:
+    """The loop variables of the program's descending loops (their execution coordinate is ``−v``)."""
+    return frozenset(lp.var for st in program.statements for lp in st.loops if lp.descending)
+
+
 def loop_order(trace: Trace) -> np.ndarray:
     """The program's own order (instances are numbered in it)."""
     return np.arange(trace.instances)
@@ -240,26 +248,30 @@ def tiled_order(trace: Trace, tiles: list[tuple[tuple[str, ...], int]],
     """The order with tile loops ``⌊(v − min v)/T⌋`` hoisted above the program order, for ``tiles`` =
     ``[(loop variables of one tile class, T), …]`` outermost first.  ``skew`` maps a loop variable to
     ``(time variable, factor)``: that variable's tile coordinate uses ``v + factor·t + statement index``
-    (parallelogram tiles for stencils)."""
+    (parallelogram tiles for stencils).  ``v`` is the execution coordinate: ``−v`` for a descending
+    loop, so the tiles of a loop run in its own direction."""
     prog = trace.program
+    down = descending_vars(prog)
     cols = []
     for members, size in tiles:
         size = max(1, int(size))
         coord = np.empty(trace.instances, dtype=np.int64)
+        inside = np.ones(trace.instances, dtype=bool)   # (an execution coordinate may be -1 itself)
         for si, st in enumerate(prog.statements):
             sel = trace.stmt == si
             mine = [lp.var for lp in st.loops if lp.var in members]
             if not mine:
                 coord[sel] = _relative(prog, si, set(members))
+                inside[sel] = False
                 continue
             v = trace.vars[mine[0]][sel]
+            v = -v if mine[0] in down else v
             if skew and mine[0] in skew:
                 tv, f = skew[mine[0]]
-                v = v + f * np.maximum(trace.vars[tv][sel], 0) + si
+                t = np.maximum(trace.vars[tv][sel], 0)
+                v = v + f * (-t if tv in down else t) + si
             coord[sel] = v
-        real = coord[(coord != -1) & (coord != _BIG)]
-        lo = int(real.min()) if real.size else 0
-        inside = (coord != -1) & (coord != _BIG)
+        lo = int(coord[inside].min()) if inside.any() else 0
         coord[inside] = (coord[inside] - lo) // size
         cols.append(coord)
     if not cols:

@@ -16,8 +16,8 @@ import numpy as np
 
 from meshplan.models.core.errors import ModelError
 from meshplan.models.loops.program import Program
-from meshplan.models.soap.replay import (DEFAULT_LIMIT, IoCount, Trace, build_trace, legal, loop_order, replay_order,
-                                         tiled_order)
+from meshplan.models.soap.replay import (DEFAULT_LIMIT, IoCount, Trace, build_trace, descending_vars, legal,
+                                         loop_order, replay_order, tiled_order)
 
 __all__ = ["Candidate", "ScheduleIo", "best_schedule", "schedule_report"]
 
@@ -58,6 +58,7 @@ def _footprint(trace: Trace, tiles, skew) -> int:
     if not tiles:
         return trace.elements
     sel = np.ones(trace.instances, dtype=bool)
+    down = descending_vars(trace.program)
     for n, (members, size) in enumerate(tiles):
         # two consecutive tiles of the innermost class must fit together (what the LRU keeps across them)
         span = max(1, int(size)) * (2 if n == len(tiles) - 1 else 1)
@@ -68,10 +69,11 @@ def _footprint(trace: Trace, tiles, skew) -> int:
             mine = x >= 0
             if not mine.any():
                 continue
-            val = x.copy()
+            val = -x if v in down else x.copy()     # the execution coordinate, as in tiled_order
             if skew and v in skew:
                 tv, f = skew[v]
-                val = val + f * np.maximum(trace.vars[tv], 0) + trace.stmt
+                t = np.maximum(trace.vars[tv], 0)
+                val = val + f * (-t if tv in down else t) + trace.stmt
             lo = int(val[mine].min())
             sel &= ~mine | ((val - lo) < span)
     el = trace.elems[sel].ravel()

@@ -50,7 +50,7 @@ def naive_instances(program, params):
                 _, lp, body = node
                 sub = {**psubs, **{sym(k): v for k, v in env.items()}}
                 lo, hi = int(lp.lower.subs(sub)), int(lp.upper.subs(sub))
-                for v in range(lo, hi, lp.step):
+                for v in (range(hi - 1, lo - 1, -1) if lp.descending else range(lo, hi, lp.step)):
                     walk(body, {**env, lp.var: v})
 
     walk(tree, {})
@@ -113,7 +113,7 @@ def _params(p):
 
 
 @pytest.mark.parametrize("name", ["mmm", "lu", "jacobi_1d", "cholesky", "trisolv", "conv2d_strided",
-                                  "patch_embed", "correlation", "doitgen"])
+                                  "patch_embed", "correlation", "doitgen", "nussinov", "ludcmp"])
 def test_trace_equals_interpreter(name):
     (p,) = parse_file(str(EX / f"{name}.py"))
     params = _params(p)
