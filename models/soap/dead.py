@@ -5,9 +5,10 @@ last value): ``B[i] += A[i, i]`` followed by ``B[i] = 1.0`` over the same elemen
 stores of ``B`` (:func:`dead_statements`).  A vertex on no path from an input (``B[i] = 1.0``, then
 ``B[i] += 1.0``) is computed from nothing and belongs to no minimum dominator set (Kwasniewski's
 thesis, section 4.2.3.2; :func:`input_free_writers`).  Counting either kind in |V| makes the SOAP
-bound exceed the optimal I/O.  A group of statements whose values are used only inside one iteration of an
-enclosing loop and rewritten, element for element, by its next iteration (``for i: for j: y[j] = …``) has
-its vertices on a path to an output in the loop's last iteration only (:func:`last_iterations`).
+bound exceed the optimal I/O.  The instances on no path to an output are also found statement by statement
+on the program's trace at sample sizes (:func:`last_iterations`): a statement none of whose instances is live
+is left out, and one whose values are used only inside one iteration of an enclosing loop and rewritten,
+element for element, by its next iteration (``for i: for j: y[j] = …``) keeps the loop's last iteration only.
 """
 
 from __future__ import annotations
@@ -133,107 +134,112 @@ def input_free_writers(group, vers, outs_off, order: dict, constant: set, sdg) -
 
 
 def last_iterations(program: Program) -> tuple[Program, tuple[str, ...]]:
-    """``(program with each loop whose earlier iterations are dead cut to its last iteration, notes)``.
+    """``(program without the statement instances that lie on no path to an output, notes)``, as far as a
+    statement's loop ranges can say which; the rule is per statement, whatever the statements beside it.
 
-    A loop ``L`` (``range(0, P)``, ``P`` a size parameter, so it runs at least once) and the maximal run
-    ``T`` of consecutive statements enclosed by it qualify when (a) neither the subscripts of the arrays
-    ``T`` writes nor the bounds of ``T``'s loops inside ``L`` use ``L``'s variable, so every iteration
-    writes the same elements, and (b) no instance of ``T`` in an iteration before the last lies on a
-    path to an output (an element's last value) of the CDAG — found by a backward pass from the
-    outputs over the program's trace at the sample sizes of the temporaries' expansion.  No pebbling
-    needs those vertices (as for :func:`dead_statements`), so the CDAG that remains, the program with
-    ``L`` cut to ``range(P − 1, P)`` for ``T``, has the same optimal I/O.  Counting every iteration in |V|, or in
-    the trivial floor the inputs they read and the outputs they overwrite, exceeds the optimal I/O
-    (``for i in range(M): for j in range(N): w = Σ_k X[k]; y[j] = w / B[i]`` needs only the last
-    iteration's loads and stores, ``X``, ``B[M − 1]``, ``y`` and ``w``, however large ``M`` is)."""
+    An optimal pebbling never computes a vertex on no path to an output (an element's last value): the
+    game ends when the outputs are blue (Kwasniewski's thesis, sections 3.2 and 5.2).  Leaving such
+    vertices out keeps every live vertex, its predecessors and the outputs (a live read's producer is
+    live, and an element's last writer is an output), so the optimal I/O is the same, while counting them
+    in |V|, or in the trivial floor the inputs they read, exceeds it (``for i in range(M): for j in
+    range(N): w = Σ_k X[k]; y[j] = w / B[i]`` needs only the last iteration's loads and stores, ``X``,
+    ``B[M − 1]``, ``y`` and ``w``, however large ``M`` is).  For each statement, from a backward pass from
+    the outputs over the program's trace at sample sizes (:func:`_live_instances`):
+
+    * a statement with instances but none of them live is left out (it has another writer of its array:
+      the last values of a sole writer are outputs);
+    * a loop ``L`` of the statement, ``range(0, P)`` with ``P`` a size (so it runs), whose variable neither
+      the statement's output subscripts nor its inner loop bounds use (every iteration writes the same
+      elements) is cut to ``range(P − 1, P)`` when no instance in an iteration before the last is live.
+
+    A statement that updates its element in place (``y[j] += …``) in a loop where no other statement
+    rewrites the array carries its value to the next iteration, so none of its loops is cut there, and a
+    program without any candidate is not traced.  Where the sample sizes say dead but other sizes would
+    not (sizes that differ from each other), only live vertices are left out: a lower, still valid bound."""
     from meshplan.models.loops.program import sym
 
     params = {sym(p) for p in program.params}
-    notes: list[str] = []
-    depth = 0
-    while True:
-        sts = list(program.statements)
-        changed = False
-        n = 0
-        while n < len(sts):
-            if len(sts[n].loops) <= depth:
-                n += 1
-                continue
-            head = sts[n].loops[:depth + 1]
-            end = n
-            while end < len(sts) and sts[end].loops[:depth + 1] == head:
-                end += 1
-            new = _cut(program, n, end, depth, params)
-            if new is not None:
-                lp = head[depth]
-                names = [st.name for st in sts[n:end]]
-                notes.append(f"statement(s) {', '.join(names)}: every value computed in an iteration of loop "
-                             f"{lp.var} but the last is used only in that iteration and rewritten by the next "
-                             f"one (no path to an output): only the last iteration, {lp.var} = {lp.upper - 1}, "
-                             "is counted")
-                program, changed = new, True
-                break
-            n = end
-        if not changed:
-            depth += 1
-            if all(len(st.loops) <= depth for st in program.statements):
-                return program, tuple(notes)
-
-
-def _cut(program: Program, n: int, end: int, depth: int, params: set) -> Program | None:
-    """The program with loop ``depth`` of statements ``n … end − 1`` cut to its last iteration when the
-    conditions of :func:`last_iterations` hold, else None."""
     sts = program.statements
-    group = sts[n:end]
-    lp = group[0].loops[depth]
+    cuts = [[d for d in range(len(st.loops)) if _cut_candidate(sts, k, d, params)] for k, st in enumerate(sts)]
+    drops = [any(j != k and o.output.array == st.output.array for j, o in enumerate(sts))
+             for k, st in enumerate(sts)]
+    if not any(drops) and not any(cuts):
+        return program, ()
+    lives = _live_instances(program)
+    if lives is None:
+        return program, ()
+    notes: list[str] = []
+    kept: list[Statement] = []
+    for k, st in enumerate(sts):
+        mine = [(values, tr, live, tr.stmt == k) for values, tr, live in lives]
+        if drops[k] and all(at.any() and not (live & at).any() for _, _, live, at in mine):
+            notes.append(f"statement {st.name}: none of its values lies on a path to an output (each is "
+                         "overwritten before a live statement reads it); its vertices are left out")
+            continue
+        loops = list(st.loops)
+        for d in cuts[k]:
+            lp = st.loops[d]
+            if all(not (live & at & (tr.vars[lp.var] != values[str(lp.upper)] - 1)).any()
+                   for values, tr, live, at in mine):
+                loops[d] = replace(lp, lower=lp.upper - 1)
+                notes.append(f"statement {st.name}: every value computed in an iteration of loop {lp.var} but "
+                             "the last lies on no path to an output: only the last iteration, "
+                             f"{lp.var} = {lp.upper - 1}, is counted")
+        kept.append(replace(st, loops=tuple(loops)))
+    if not notes or not kept:
+        return program, ()
+    return replace(program, statements=tuple(kept)), tuple(notes)
+
+
+def _cut_candidate(sts, k: int, d: int, params: set) -> bool:
+    """Whether loop ``d`` of statement ``k`` may be cut to its last iteration (:func:`last_iterations`): it
+    is ``range(0, P)``, every iteration writes the same elements, and the statement is no in-place update
+    that no other statement inside the loop rewrites (its value is carried to the next iteration)."""
+    st = sts[k]
+    lp = st.loops[d]
     v = lp.symbol
     if lp.step != 1 or lp.lower != 0 or not (lp.upper.is_Symbol and lp.upper in params):
-        return None
-    arrays = {st.output.array for st in group}
-    for st in group:
-        if any(v in (m.lower.free_symbols | m.upper.free_symbols) for m in st.loops[depth + 1:]):
-            return None                                         # (a) the element set depends on L
-        if any(a.array in arrays and any(v in e.free_symbols for e in a.index) for a in (st.output, *st.inputs)):
-            return None
-    for st in group:     # an accumulation that the run's other statements do not rewrite carries its
-        if (any(a == st.output for a in st.inputs)       # value to the next iteration: not traced
-                and all(o is st or o.output.array != st.output.array for o in group)):
-            return None
-    if not _earlier_iterations_dead(program, n, end, depth):    # (b)
-        return None
-    last = replace(lp, lower=lp.upper - 1)
-    return replace(program, statements=tuple(
-        replace(st, loops=st.loops[:depth] + (last,) + st.loops[depth + 1:]) if n <= k < end else st
-        for k, st in enumerate(sts)))
+        return False
+    if any(v in e.free_symbols for e in st.output.index):
+        return False
+    if any(v in (m.lower.free_symbols | m.upper.free_symbols) for m in st.loops[d + 1:]):
+        return False
+    head = st.loops[:d + 1]
+    return not (any(a == st.output for a in st.inputs)
+                and all(j == k or o.output.array != st.output.array or o.loops[:d + 1] != head
+                        for j, o in enumerate(sts)))
 
 
-def _earlier_iterations_dead(program: Program, n: int, end: int, depth: int) -> bool:
-    """At each sample size: no instance of statements ``n … end − 1`` in an iteration of their loop
-    ``depth`` before its last lies on a path to an output (an element's last value) of the CDAG."""
+def _live_instances(program: Program) -> list | None:
+    """``[(sizes, trace, live)]`` at each sample: every size parameter equal to one of the temporaries'
+    sample sizes, and (with two parameters or more) the two smallest of them alternating over the parameters
+    both ways, so that sizes which differ are sampled too; ``live[n]`` whether instance ``n`` lies on a path
+    to an output (an element's last value) of the CDAG.  None when a trace is too large or cannot be built."""
     import numpy as np
 
     from meshplan.models.core.errors import ModelError
     from meshplan.models.soap.expand import SAMPLE_SIZES
     from meshplan.models.soap.replay import build_trace, loop_order, producers, stream
 
-    var = program.statements[n].loops[depth].var
-    for size in SAMPLE_SIZES:
+    samples = [{p: size for p in program.params} for size in SAMPLE_SIZES]
+    if len(program.params) > 1:
+        lo, hi = sorted(SAMPLE_SIZES)[:2]
+        samples += [{p: (lo, hi)[(k + flip) % 2] for k, p in enumerate(program.params)} for flip in (0, 1)]
+    out = []
+    for values in samples:
         try:
-            tr = build_trace(program, {p: size for p in program.params}, limit=200_000)
+            tr = build_trace(program, values, limit=200_000)
         except ModelError:
-            return False
-        el, wr, inst = stream(tr, loop_order(tr))
-        if el.size == 0:
-            continue
-        prod, final = producers(el, wr, inst)
+            return None
         live = np.zeros(tr.instances, dtype=bool)
-        live[final[final >= 0]] = True
-        read = ~wr & (prod >= 0)
-        src, dst = prod[read], inst[read]
-        for k in np.argsort(-dst, kind="stable").tolist():    # readers before their producers
-            if live[dst[k]]:
-                live[src[k]] = True
-        earlier = (tr.stmt >= n) & (tr.stmt < end) & (tr.vars[var] != size - 1)   # L is range(0, P)
-        if (earlier & live).any():
-            return False
-    return True
+        el, wr, inst = stream(tr, loop_order(tr))
+        if el.size:
+            prod, final = producers(el, wr, inst)
+            live[final[final >= 0]] = True
+            read = ~wr & (prod >= 0)
+            src, dst = prod[read], inst[read]
+            for k in np.argsort(-dst, kind="stable").tolist():    # readers before their producers
+                if live[dst[k]]:
+                    live[src[k]] = True
+        out.append((values, tr, live))
+    return out

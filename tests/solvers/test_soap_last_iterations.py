@@ -114,6 +114,90 @@ def test_the_bound_is_at_most_the_programs_own_loop_order(src):
     assert 0 < max(res.evaluate({**values, "S": 16}), res.evaluate_numeric({**values, "S": 16})) <= attained
 
 
+#: drawn by random sweeps of such nests (bench/pebbling_sweep.py; all over the exhaustive optimum when the
+#: loop was cut for a whole run of statements or not at all): a statement whose earlier iterations are dead
+#: beside one whose every iteration is live, so only the first is cut (8 against 7 at N = 1, M = 3) ...
+LIVE_BESIDE_DEAD = """def f(N, M):
+    for i in range(M):
+        for j in range(N):
+            y[j] += A[i, j]
+            w = A[i, j] * B[i]
+"""
+
+#: ... the same beside a chain carried through every iteration (8 against 5) ...
+CARRIED_BESIDE_DEAD = """def f(N, M):
+    for i in range(M):
+        for j in range(N):
+            z[j] = z[j]
+        for j in range(N):
+            w = A[i, j] * B[i]
+"""
+
+#: ... beside a statement whose subscript uses the loop's variable (8 against 6) ...
+BESIDE_A_ROW_WRITE = """def f(N, M):
+    for i in range(M):
+        for j in range(N):
+            w = A[i, j] * y[j]
+        v[i] = 1.0
+"""
+
+#: ... a statement dead in every iteration, its array read by another statement (5 against 4) ...
+DEAD_IN_EVERY_ITERATION = """def f(N, M):
+    for i in range(M):
+        for j in range(N):
+            w = y[j] * A[i, j]
+            y[j] = B[i] * y[j]
+            y[j] = A[i, j] * A[i, j]
+"""
+
+#: ... an inner loop whose earlier iterations are dead (5 against 4 at N = 2, M = 1) ...
+INNER_LOOP = """def f(N, M):
+    for i in range(M):
+        for j in range(N):
+            y[j] = 1.0
+            for k in range(N):
+                y[j] = 1.0
+            for k in range(N):
+                w = X[j]
+"""
+
+#: ... and a row written, read and overwritten in each iteration (4 against 3 at N = 2, M = 1)
+OVERWRITTEN_ROW = """def f(N, M):
+    for i in range(M):
+        for j in range(N):
+            v[i] = 1.0
+        for j in range(N):
+            w += v[i]
+        w += v[i]
+        for j in range(N):
+            v[i] += A[i, j] * B[i]
+        v[i] = 1.0
+"""
+
+
+@pytest.mark.parametrize("src, n, m, optimum, left_out", [
+    (LIVE_BESIDE_DEAD, 1, 3, 7, "S2: every value computed in an iteration of loop i but the last"),
+    (LIVE_BESIDE_DEAD, 2, 2, 10, "S2: every value computed in an iteration of loop i but the last"),
+    (CARRIED_BESIDE_DEAD, 1, 3, 5, "S2: every value computed in an iteration of loop i but the last"),
+    (BESIDE_A_ROW_WRITE, 1, 3, 6, "S1: every value computed in an iteration of loop i but the last"),
+    (DEAD_IN_EVERY_ITERATION, 1, 2, 4, "S2: none of its values lies on a path to an output"),
+    (INNER_LOOP, 2, 1, 4, "S3: every value computed in an iteration of loop k_2 but the last"),
+    (OVERWRITTEN_ROW, 2, 1, 3, "S4: none of its values lies on a path to an output"),
+], ids=["live-beside-dead-1x3", "live-beside-dead-2x2", "carried-beside-dead-1x3", "beside-a-row-write-1x3",
+        "dead-in-every-iteration-1x2", "inner-loop-2x1", "overwritten-row-2x1"])
+def test_dead_instances_are_left_out_statement_by_statement(src, n, m, optimum, left_out):
+    """The vertices on no path to an output are left out per statement, whatever the statements beside it
+    (thesis sections 3.2 and 5.2: a pebbling ends when the outputs are blue)."""
+    (p,) = parse_source(src)
+    g = cdag(p, {"N": n, "M": m})
+    memory = max(bin(q).count("1") + 1 for q in g.preds)
+    assert optimal_io(g, memory) == optimum
+    res = analyze(p)
+    values = {"N": n, "M": m, "S": memory}
+    assert max(res.evaluate(values), res.evaluate_numeric(values)) <= optimum + 1e-9
+    assert any(left_out in note for note in res.notes), res.notes
+
+
 @pytest.mark.parametrize("bound, line", [("min(i, j)", 5), ("max(N, M)", 5), ("min(i + 1, M)", 5)])
 def test_a_min_or_max_loop_bound_is_refused_with_its_line(bound, line):
     (p,) = parse_source(f"def f(N, M):\n    for i in range(N):\n        for j in range(M):\n"
