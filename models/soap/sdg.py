@@ -246,6 +246,7 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
 
     # 2) Corollary 5.1 groups for arrays of H (writers with the same spatial access form one chain)
     constant = {st.name for st in stmts if not st.inputs}
+    stmt_vars = {st.name: st.vars for st in stmts}
     input_free: set[str] = set()   # writers on no path from an input: their work is left out below
     done: set[int] = set()
     own_chain: list[bool] = []     # per Corollary 5.1 term: no other statement reads its values (section 4.4.2)
@@ -268,6 +269,12 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
             else:
                 vers.append(0)
         vclasses = tuple(dict.fromkeys(uf.find(v) for m in members for v in outs[m].version))
+        halo: tuple = ()
+        if vclasses and any(t):
+            timed = [k for k, c in enumerate(group) if set(vclasses) <= {uf.find(v) for v in stmt_vars[c.stmt]}]
+            if len(timed) < len(group) and not any(box([group[k] for k in timed], classes_of(o))[1]):
+                halo, t = t, (0,) * len(t)     # the halo is read outside the version loops: once, not per version
+                vers = [vers[k] for k in timed]
         if vclasses:
             tv = len(set(vers)) - 1
         else:  # no version loop: only an in-place read of the very element is an older version
@@ -281,6 +288,12 @@ def subgraph_problem(sdg: Sdg, H, *, sample_size: int = 5, exclude=frozenset()) 
         terms.append(Term(o.array, "inout", dims, t, vclasses, tv, label=access_text(o.access)))
         writers = {outs[m].stmt for m in members}
         own_chain.append(not any(c.stmt not in writers for c in group))
+        if halo:    # its spatial surface ∏ D − ∏ (D − halo), once
+            terms.append(Term(o.array, "inout", dims, halo, (), 0, label=f"{access_text(o.access)} (halo)"))
+            own_chain.append(False)
+            notes.append(f"{o.array}: the translated reads of statements outside the version loops "
+                         f"({', '.join(vclasses)}) read one version of each neighbour: a halo term of the "
+                         "box's spatial surface, not one per version (Corollary 5.1)")
     terms = merge_writers(terms, own_chain, notes)
     # 3) other reads
     inputs: dict[str, list[Component]] = {}
