@@ -1,7 +1,7 @@
 """PolyBench adi: alternating-direction implicit solver (column sweep, then row sweep, per step).
 
-The backward substitutions run j from N-2 down to 1 as in PolyBench (the frontend
-normalizes the descending range).
+The backward substitutions run j from N-2 down to 1 as in PolyBench (descending loops,
+kept descending by the frontend).
 """
 
 

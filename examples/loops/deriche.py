@@ -1,7 +1,7 @@
 """PolyBench deriche: recursive edge-detection filter (two causal/anti-causal passes per direction).
 
-The anti-causal passes run from the last element down to 0 as in PolyBench (the
-frontend normalizes the descending ranges); the filter state (xm1, ym1, …) are
+The anti-causal passes run from the last element down to 0 as in PolyBench (descending
+loops); the filter state (xm1, ym1, …) are
 0-dimensional arrays reset per row or column.
 """
 

@@ -1,7 +1,7 @@
 """PolyBench ludcmp: LU decomposition (Doolittle, in place) and the two triangular solves.
 
-The back substitution runs i from N-1 down to 0 as in PolyBench (the frontend
-normalizes the descending range; the bound does not depend on the direction).
+The back substitution runs i from N-1 down to 0 as in PolyBench (a descending loop: the
+replay follows it; the bound's access sets do not depend on the direction).
 """
 
 
