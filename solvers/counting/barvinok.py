@@ -14,13 +14,12 @@ process count ``p`` at least 1).
 from __future__ import annotations
 
 from functools import lru_cache
-from math import lcm
 
 import sympy as sp
 
-from meshplan.models.counting.domains import Domain, linear_form
-from meshplan.models.counting.quasi import isl_cond
-from meshplan.solvers.counting.qpsym import condition, nonzero_at_small, qp_sym, readable, vanishes
+from meshplan.models.counting.domains import Domain
+from meshplan.solvers.counting.islsets import isl_set, isl_text
+from meshplan.solvers.counting.qpsym import condition, nonzero_at_small, qp_sym, readable, small_points, vanishes
 from meshplan.solvers.counting.qptext import Region, qp_text, set_text, zero_on
 
 __all__ = ["is_available", "Cases", "card", "count_domains", "isl_text", "qp_text", "SharedPrinter"]
@@ -28,9 +27,9 @@ __all__ = ["is_available", "Cases", "card", "count_domains", "isl_text", "qp_tex
 try:
     import islpy as _isl
 
-    _PARAM, _DIV, _SET = _isl.dim_type.param, _isl.dim_type.div, _isl.dim_type.set
+    _DIV = _isl.dim_type.div
 except ImportError:  # is_available() says so
-    _PARAM = _DIV = _SET = None
+    _DIV = None
 
 
 def _random_state():
@@ -131,12 +130,12 @@ class Cases:
     parameters, 0 where none holds.  It is read from isl once, as text (:meth:`rows`, :attr:`count_text`);
     the same count as sympy expressions (:attr:`pieces`: ``(count, condition)`` pairs; :attr:`expr`: one
     expression, a plain quasi-polynomial when one piece holds for every parameter value) is built on first
-    use.  ``text`` is isl's own text of the count."""
+    use.  :attr:`text` is isl's own text of the count (``pw``), printed on first use."""
 
-    __slots__ = ("text", "_pieces", "_names", "_covers", "_rows", "_sym", "qp")
+    __slots__ = ("_pw", "_text", "_pieces", "_names", "_covers", "_rows", "_sym", "qp")
 
-    def __init__(self, text: str, pieces: list, names: list, covers: bool) -> None:
-        self.text = text
+    def __init__(self, pw, pieces: list, names: list, covers: bool) -> None:
+        self._pw, self._text = pw, None
         self._pieces, self._names, self._covers = pieces, names, covers  # [(qp, domain, rows text)]
         self._rows = None
         self._sym = None
@@ -144,6 +143,12 @@ class Cases:
         self.qp = pieces[0][0] if len(pieces) == 1 and covers else None
 
     # -- text, straight from isl --------------------------------------------------------------------
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self._pw.to_str()
+        return self._text
+
     def rows(self, printer=None) -> list[tuple[str, str]]:
         """``(count, condition)`` as text; the last piece's condition is ``otherwise`` when it was extended
         to the parameters where no piece of isl's holds (it is 0 there), else a row ``("0", "otherwise")``
@@ -202,180 +207,86 @@ class Cases:
         return self._sympy()[1]
 
 
-# -- sympy -> isl syntax ----------------------------------------------------------------------------
-def _aff(e: sp.Expr) -> str:
-    """A quasi-affine sympy expression in isl syntax: a linear form over atoms, ``(Σ k_a·a + k_0)/L``
-    with integers ``k`` (``L`` the common denominator), atoms printed recursively."""
-    lf = linear_form(e)
-    if lf is None:
-        raise ValueError(f"not quasi-affine: {e}")
-    terms, const = lf
-    den = sp.ilcm(*[c.q for c in terms.values()], const.q) if terms else const.q
-    parts = [f"{int(c * den)}*{_atom(a)}" for a, c in terms.items()]
-    if const != 0 or not parts:
-        parts.append(str(int(const * den)))
-    text = " + ".join(parts)
-    return f"({text})" if den == 1 else f"(({text})/{den})"
-
-
-def _atom(a: sp.Expr) -> str:
-    if a.is_Symbol:
-        return a.name
-    if isinstance(a, (sp.floor, sp.ceiling)):
-        return f"{'floor' if isinstance(a, sp.floor) else 'ceil'}({_aff(a.args[0])})"
-    if isinstance(a, (sp.Min, sp.Max)):
-        return f"{'min' if isinstance(a, sp.Min) else 'max'}({', '.join(_aff(x) for x in a.args)})"
-    if isinstance(a, sp.Mod) and a.args[1].is_Integer:
-        return f"({_aff(a.args[0])} mod {a.args[1]})"
-    raise ValueError(f"not quasi-affine: {a}")
-
-
-_OPS = {sp.Lt: "<", sp.Le: "<=", sp.Gt: ">", sp.Ge: ">=", sp.Eq: "=", sp.Ne: "!="}
-
-
-@lru_cache(maxsize=4096)
-def _cond(c: sp.Basic) -> str:
-    """A constraint in isl syntax; cached, as the statements of a nest share their outer loops' constraints."""
-    if c is sp.true:
-        return "1 = 1"
-    if c is sp.false:
-        return "1 = 0"
-    if isinstance(c, sp.And):
-        return "(" + " and ".join(_cond(a) for a in c.args) + ")"
-    if isinstance(c, sp.Or):
-        return "(" + " or ".join(_cond(a) for a in c.args) + ")"
-    if isinstance(c, sp.Not):
-        return f"(not {_cond(c.args[0])})"
-    op = _OPS.get(type(c))
-    if op is None:
-        raise ValueError(f"not an affine condition: {c}")
-    return f"{_aff(c.lhs)} {op} {_aff(c.rhs)}"
-
-
-def isl_text(dom: Domain, params: tuple[str, ...], procs: str | None = None) -> str:
-    """The isl set of ``dom`` over ``params`` (all non-negative; ``procs`` at least 1)."""
-    conds = [f"{q} >= {1 if q == procs else 0}" for q in params]
-    if dom.quasi is not None:  # built by the walker: its conditions print directly
-        conds += [isl_cond(c) for c in dom.quasi[1]]
-        dims = ", ".join(dom.quasi[0])
-    else:
-        conds += [_cond(c) for c in dom.constraints]
-        dims = ", ".join(s.name for s in dom.counters)
-    return f"[{', '.join(params)}] -> {{ [{dims}] : {' and '.join(conds) or '1 = 1'} }}"
-
-
-_INT_OPS = {">=": (False, 0), ">": (False, 1), "<=": (True, 0), "<": (True, 1)}
-
-
-def _plain_rows(c, den_rows: list) -> bool:
-    """Append ``(is_equality, {name: k}, k_0)`` (integers: ``Σ k·name + k_0 >= 0`` or ``= 0``) for the
-    condition ``c`` to ``den_rows``; False when ``c`` is not one affine relation over names (an ``and``
-    of them counts too): ``min``/``max``/``floor``/``mod``, ``or``, ``not`` and ``!=`` go through isl's
-    parser."""
-    if c is True:
-        return True
-    if not isinstance(c, tuple):
-        return False
-    if c[0] == "and":
-        return all(_plain_rows(a, den_rows) for a in c[1])
-    if c[0] != "rel":
-        return False
-    op, f = c[1], c[2]
-    items = f.items() if isinstance(f, dict) else f
-    den = 1
-    for a, k in items:
-        if not isinstance(a, str):
-            return False
-        if k.denominator != 1:
-            den = lcm(den, k.denominator)
-    row = {a: k.numerator * (den // k.denominator) for a, k in items}
-    k0 = row.pop("", 0)
-    if op == "=":
-        den_rows.append((True, row, k0))
-        return True
-    if op not in _INT_OPS:
-        return False
-    neg, strict = _INT_OPS[op]
-    if neg:
-        row = {a: -k for a, k in row.items()}
-        k0 = -k0
-    den_rows.append((False, row, k0 - strict))  # integers: F > 0 is F - 1 >= 0
-    return True
-
-
-def isl_set(dom: Domain, params: tuple[str, ...], procs: str | None = None):
-    """The isl set of ``dom`` (the set of :func:`isl_text`): a domain whose conditions are affine relations over
-    names is built constraint by constraint, in the order of the text (isl's parser intersects its
-    conjuncts in that order: the same set); others are read from their text."""
-    import islpy as isl
-
-    rows: list = []
-    if dom.quasi is None or not all(_plain_rows(c, rows) for c in dom.quasi[1]):
-        return isl.Set(isl_text(dom, params, procs))
-    dims = list(dom.quasi[0])
-    space = isl.Space.create_from_names(isl.DEFAULT_CONTEXT, set=dims, params=list(params))
-    pos = {q: (_PARAM, i) for i, q in enumerate(params)}
-    pos.update((x, (_SET, i)) for i, x in enumerate(dims))
-    bs = isl.BasicSet.universe(space)
-    ls = bs.get_local_space()
-    for q in params:
-        c = isl.Constraint.inequality_alloc(ls).set_coefficient_val(_PARAM, pos[q][1], 1)
-        bs = bs.add_constraint(c.set_constant_val(-1) if q == procs else c)
-    for eq, row, k0 in rows:
-        c = (isl.Constraint.equality_alloc if eq else isl.Constraint.inequality_alloc)(ls)
-        for a, k in row.items():
-            if k:
-                t, i = pos[a]
-                c = c.set_coefficient_val(t, i, _val(k))
-        bs = bs.add_constraint(c.set_constant_val(_val(k0)) if k0 else c)
-    return isl.Set.from_basic_set(bs)
-
-
-def _val(k: int):
-    """``k`` as islpy takes it: a Python int within a C long, else an ``isl.Val`` read from its digits
-    (``range(10**400)``)."""
-    if -2**62 <= k < 2**62:
-        return k
-    import islpy as isl
-
-    return isl.Val(str(k))
-
-
 def _extends(qp, rest: Region, names: list) -> bool:
-    """True when ``qp`` is 0 on ``rest``: shown by isl (:func:`_zero_on`), or where isl can neither show nor
-    refute it, by sympy (:func:`_vanishes`)."""
+    """True when ``qp`` is 0 on ``rest``: shown by isl (:func:`zero_on`), or where isl can neither show nor
+    refute it, by sympy (:func:`vanishes`) unless a small point refutes it (:func:`zero_on` has evaluated the
+    sample points)."""
     zero = zero_on(qp, rest)
     if zero is None:
-        return not nonzero_at_small(qp, rest.set) and vanishes(readable(qp_sym(qp, names)), rest.set, names)
+        if rest.small is None:
+            rest.small = small_points(rest.set)
+        if nonzero_at_small(qp, rest.set, samples=False, points=rest.small):
+            return False
+        return vanishes(readable(qp_sym(qp, names)), rest.set, names)
     return zero
 
 
-def _cases(pw, names: list, context, text: str) -> Cases:
+def _cases(pw, names: list, context, seen: "_Seen") -> Cases | None:
     """isl's pieces of ``pw`` (a count over the parameter set ``context``) as :class:`Cases`: conditions gisted
     against the context; a piece that is 0 wherever no piece holds is extended there (``n*(n - 1)/2``
-    instead of cases)."""
+    instead of cases).  None when a piece is infinite (the domain is unbounded there).  ``seen``: what isl
+    derived from the sets of the program's earlier statements, reused where a set is the same."""
+    got = pw.get_pieces()
+    if any(qp.is_infty() or qp.is_neginfty() for _, qp in got):
+        return None
     pieces, covers = [], False
-    for dom, qp in pw.get_pieces():
-        dom = dom.gist(context)
-        covers = covers or dom.plain_is_universe()  # the piece holds on all of the context: nothing is left
-        bss = dom.get_basic_sets()
-        if not bss:
-            continue
-        if any(bs.dim(_DIV) for bs in bss):
-            dom = dom.compute_divs()
-        pieces.append((qp, dom, qp_text(qp, names)))
+    for dom, qp in got:
+        dom, universe = seen.get(seen.gists, dom, lambda d: _gisted(d, context))
+        covers = covers or universe  # the piece holds on all of the context: nothing is left
+        if dom is not None:
+            pieces.append((qp, dom, qp_text(qp, names)))
     if not pieces:
-        return Cases(text, [], names, False)
-    if not covers:
-        rest = context.subtract(pw.domain())
-        covers = rest.is_empty()
-    if not covers:
-        rest = Region(rest)
+        return Cases(pw, [], names, False)
+    rest = None if covers else seen.get(seen.rests, pw.domain(), lambda d: _rest(d, context, seen))
+    if rest is not None:
         k = next((i for i, (qp, _, _) in enumerate(pieces) if _extends(qp, rest, names)), None)
         if k is not None:
             pieces = [p for i, p in enumerate(pieces) if i != k] + [pieces[k]]
             covers = True
-    return Cases(text, pieces, names, covers)
+    return Cases(pw, pieces, names, covers or rest is None)
+
+
+class _Seen:
+    """Per program, the sets isl has simplified (``gists``: a piece's domain -> :func:`_gisted`), the
+    complements of the counts' domains (``rests``: -> :func:`_rest`) and the :class:`Region` objects built
+    (``regions``), found again by isl's plain equality (the same set, the same representation: the same
+    answers)."""
+
+    def __init__(self) -> None:
+        self.gists: list = []
+        self.rests: list = []
+        self.regions: list = []
+
+    @staticmethod
+    def get(items: list, s, make):
+        for x, v in items:
+            if x.plain_is_equal(s):
+                return v
+        v = make(s)
+        items.append((s, v))
+        return v
+
+
+def _gisted(dom, context) -> tuple:
+    """``dom`` gisted against ``context`` (its integer divisions computed) or None when it is empty, and
+    whether it is all of the context."""
+    dom = dom.gist(context)
+    universe = dom.plain_is_universe()
+    bss = dom.get_basic_sets()
+    if not bss:
+        return None, universe
+    if any(bs.dim(_DIV) for bs in bss):
+        dom = dom.compute_divs()
+    return dom, universe
+
+
+def _rest(domain, context, seen: _Seen) -> Region | None:
+    """The :class:`Region` where no piece of a count over ``domain`` holds; None when the pieces cover the
+    context."""
+    rest = context.subtract(domain)
+    if rest.is_empty():
+        return None
+    return seen.get(seen.regions, rest, Region)
 
 
 @lru_cache(maxsize=256)
@@ -393,17 +304,20 @@ def _context(params: tuple[str, ...], procs: str | None):
 def count_domains(domains: dict[str, Domain], params: tuple[str, ...], procs: str | None = None
                   ) -> dict[str, Cases] | None:
     """Per statement the :class:`Cases` of its domain's size; None when a domain is unbounded (a loop that
-    never stops for some parameter values).  (The total is the sum of these: adding them in isl multiplies
-    the pieces.)"""
-    import islpy as isl
-
+    never stops for some parameter values).  Statements with the same domain (the same counters and
+    conditions: ``for i in range(k)`` three times in one loop) share one count.  (The total is the sum of
+    these: adding them in isl multiplies the pieces.)"""
     names = list(params)
     context = _context(tuple(params), procs)
-    out = {}
+    out: dict = {}
+    counted: list = []  # (the walker's domain, its count) of this program's statements
+    seen = _Seen()
     for name, dom in domains.items():
-        pw = card(isl_set(dom, params, procs)).coalesce()
-        text = pw.to_str()
-        if "infty" in text:
-            return None
-        out[name] = _cases(pw, names, context, text)
+        got = next((c for q, c in counted if dom.quasi is not None and q == dom.quasi), None)
+        if got is None:
+            got = _cases(card(isl_set(dom, params, procs)).coalesce(), names, context, seen)
+            if got is None:
+                return None
+            counted.append((dom.quasi, got))
+        out[name] = got
     return out

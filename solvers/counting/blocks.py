@@ -240,7 +240,7 @@ def _plain_conditions(e: sp.Expr) -> sp.Expr:
 
 
 def _isl_expr(e: sp.Expr) -> str:
-    from meshplan.solvers.counting.barvinok import _aff
+    from meshplan.solvers.counting.islsets import _aff
 
     return _aff(e)
 

@@ -23,10 +23,14 @@ __all__ = ["qp_text", "set_text", "Region", "zero_on"]
 
 def _fr(v) -> tuple[int, int]:
     """An isl value as ``(numerator, denominator)``."""
-    if v.is_int():
-        return v.to_python(), 1
-    den = v.get_den_val()  # the numerator as v·den: get_num_si would lose one beyond a C long
-    return v.mul(den).to_python(), den.to_python()
+    return _fr_text(v.to_str())
+
+
+def _fr_text(text: str) -> tuple[int, int]:
+    """An isl value's text (``-3/2``; isl keeps values reduced, the denominator positive) as ``(numerator,
+    denominator)``: one call into isl per value, exact beyond a C long."""
+    num, _, den = text.partition("/")
+    return int(num), int(den) if den else 1
 
 
 def _sum_text(terms: list) -> str:
@@ -50,13 +54,13 @@ def _sum_text(terms: list) -> str:
 def _aff_terms(aff, names: list) -> list:
     out = []
     for i, name in enumerate(names):
-        c = aff.get_coefficient_val(_PARAM, i)
-        if not c.is_zero():
-            out.append((_fr(c), name))
+        c = aff.get_coefficient_val(_PARAM, i).to_str()
+        if c != "0":
+            out.append((_fr_text(c), name))
     for i in range(aff.dim(_DIV)):
-        c = aff.get_coefficient_val(_DIV, i)
-        if not c.is_zero():
-            out.append((_fr(c), f"floor({_sum_text(_aff_terms(aff.get_div(i), names))})"))
+        c = aff.get_coefficient_val(_DIV, i).to_str()
+        if c != "0":
+            out.append((_fr_text(c), f"floor({_sum_text(_aff_terms(aff.get_div(i), names))})"))
     out.append((_fr(aff.get_constant_val()), ""))
     return out
 
@@ -65,6 +69,7 @@ def qp_text(qp, names: list) -> str:
     """A quasi-polynomial's text, terms by falling degree over one denominator: ``(n**2 - n)/2``."""
     floors: dict[int, str] = {}
     terms = []
+    divs = None  # the terms of a quasi-polynomial share its integer divisions
     for t in qp.get_terms():
         f, deg = [], 0
         for i, name in enumerate(names):
@@ -72,7 +77,9 @@ def qp_text(qp, names: list) -> str:
             if k:
                 f.append(name if k == 1 else f"{name}**{k}")
                 deg += k
-        for i in range(t.dim(_DIV)):
+        if divs is None:
+            divs = range(t.dim(_DIV))
+        for i in divs:
             k = t.get_exp(_DIV, i)
             if k:
                 fl = floors.get(i)
@@ -116,6 +123,7 @@ class Region:
         self.set, self.most = region, most
         self.points = [(bs, bs.sample_point()) for bs in region.get_basic_sets()]
         self._parts = None
+        self.small = None  # the points with small parameter values, kept by the caller that lists them
         self._sets: dict = {}
         self._far: dict = {}
         self._fixed: dict = {}
@@ -154,7 +162,7 @@ class Region:
         if out is None:
             import islpy as isl
 
-            bs, pt, _ = self.parts[k]
+            bs, pt = self.points[k]
             v = pt.get_coordinate_val(_PARAM, i)  # an isl value: a sample point may lie beyond a C long
             c = isl.Constraint.inequality_alloc(bs.get_local_space()).set_coefficient_val(_PARAM, i, 1) \
                 .set_constant_val(v.add(isl.Val.one(v.get_ctx())).neg())
@@ -195,26 +203,32 @@ class Region:
             yield fixed.sample_point() if every else isl.Set.from_basic_set(fixed)
 
 
-def _nonzero_further(qp, region: Region, k: int, free: list) -> bool:
-    """True when ``qp`` is not 0 at a point of the ``k``-th basic set of ``region`` beyond its sample point along
-    an unbounded parameter (one more ILP sample per parameter in ``free``): a cheap refutation."""
-    if region.parts[k][1].is_void():
-        return False
-    for i in free:
-        far = region.further(k, i)
-        if not far.is_void() and not qp.eval(far).is_zero():
-            return True
+def _nonzero_further(qp, region: Region) -> bool:
+    """True when ``qp`` is not 0 at a point of ``region`` beyond a basic set's sample point along a parameter (one
+    more ILP sample per basic set and parameter): a cheap refutation."""
+    n = region.set.dim(_PARAM)
+    for k, (_, pt) in enumerate(region.points):
+        if pt.is_void():
+            continue
+        for i in range(n):
+            far = region.further(k, i)
+            if not far.is_void() and not qp.eval(far).is_zero():
+                return True
     return False
 
 
 def zero_on(qp, region: Region) -> bool | None:
     """Whether ``qp`` is 0 at every point of ``region``, as isl shows it: isl's evaluation at each basic set's
-    sample point; then per basic set, each value of the parameters bounded there fixed in turn, isl evaluates
-    ``qp`` (every parameter fixed) or gists it to that set, which substitutes the equalities (the zero
-    polynomial: 0 there).  None when isl can neither show nor refute it."""
+    sample point and at the points :func:`_nonzero_further` tries; then per basic set, each value of the
+    parameters bounded there fixed in turn, isl evaluates ``qp`` (every parameter fixed) or gists it to that
+    set, which substitutes the equalities (the zero polynomial: 0 there).  None when isl can neither show nor
+    refute it.  The refutations come first: most pieces tested are not 0 on the region, and a point shows it
+    faster than the gists."""
     for _, pt in region.points:
         if not pt.is_void() and not qp.eval(pt).is_zero():
             return False
+    if _nonzero_further(qp, region):
+        return False
     n = region.set.dim(_PARAM)
     undecided = False
     for k, (bs, pt, ranges) in enumerate(region.parts):
@@ -223,8 +237,6 @@ def zero_on(qp, region: Region) -> bool | None:
         keys = sorted(ranges)
         if len(keys) < n and qp.gist(region.whole(k)).is_zero():  # 0 on all of bs
             continue
-        if len(keys) < n and _nonzero_further(qp, region, k, [i for i in range(n) if i not in ranges]):
-            return False
         if not keys:
             undecided = True
             continue
