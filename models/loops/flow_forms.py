@@ -18,6 +18,7 @@ error at the same place.
 from __future__ import annotations
 
 import ast
+import math
 from fractions import Fraction
 
 from meshplan.models.loops import forms as f
@@ -137,20 +138,25 @@ def _expr(r, node) -> dict:
 
 
 def _mod(a: dict, b: dict) -> dict:
-    """``a % b`` as sympy's ``Mod`` keeps it, for ``a`` with integer coefficients, all of them positive and one
-    of them 1 (sympy cannot decide its parity or divisibility), and a constant ``b >= 2``: the terms whose
-    coefficient ``b`` divides drop out, the constant is taken modulo ``b``; otherwise sympy reads it."""
+    """``a % b`` as sympy's ``Mod`` keeps it, for ``a`` with integer coefficients and a constant ``b >= 2``: when
+    the coefficients are all positive and one of them 1 (sympy cannot decide its parity or divisibility), the
+    terms whose coefficient ``b`` divides drop out and the constant is taken modulo ``b``; when they all lie
+    between 1 and ``b - 1`` (the constant too, if any) and have no common factor with ``b`` (``(i + i) % 3``),
+    ``a`` stays as it is (sympy's ``Mod`` on every such case with ``b <= 9`` and up to three names, checked when
+    this rule was written); otherwise sympy reads it."""
     k = f.constant(b)
-    if k is None or k.denominator != 1 or k < 2 or not _plain(a):
-        raise _Fallback
-    if any(c.denominator != 1 for c in a.values()) or \
-            not all(c > 0 for x, c in a.items() if x != f.ONE) or _1 not in a.values():
+    if k is None or k.denominator != 1 or k < 2 or not _plain(a) or any(c.denominator != 1 for c in a.values()):
         raise _Fallback
     k = int(k)
-    out = {x: c for x, c in a.items() if x != f.ONE and c % k}
-    if a.get(f.ONE, 0) % k:
-        out[f.ONE] = a[f.ONE] % k
-    return f.mod_of(out, k)
+    if all(c > 0 for x, c in a.items() if x != f.ONE) and _1 in a.values():
+        out = {x: c for x, c in a.items() if x != f.ONE and c % k}
+        if a.get(f.ONE, 0) % k:
+            out[f.ONE] = a[f.ONE] % k
+        return f.mod_of(out, k)
+    if any(x != f.ONE for x in a) and all(0 < c < k for c in a.values()) and \
+            math.gcd(k, *(int(c) for c in a.values())) == 1:
+        return f.mod_of(dict(a), k)
+    raise _Fallback
 
 
 def _nodes(form: dict) -> int:

@@ -136,3 +136,27 @@ def test_walk_is_ast_walk():
     for src in _sources()[::7]:
         tree = ast.parse(src)
         assert _walk(tree) == list(ast.walk(tree))
+
+
+def test_remainders_with_coefficients_below_the_modulus_are_forms():
+    """``(c1*i + c2*k + c0) % K`` with every coefficient between 1 and K - 1 and no factor common to all of them
+    and K is read as a form (no sympy), and the form is sympy's ``Mod`` of the same text."""
+    import math
+    import random
+
+    rng = random.Random(11)
+    seen = 0
+    while seen < 60:
+        K = rng.choice([2, 3, 4, 5, 6, 8, 9])
+        c1, c2, c0 = rng.randint(1, K - 1), rng.randint(0, K - 1), rng.randint(0, K - 1)
+        if math.gcd(K, c1, c2, c0) != 1:
+            continue
+        seen += 1
+        lhs = " + ".join([f"{c1} * i"] + ([f"{c2} * k"] if c2 else []) + ([str(c0)] if c0 else []))
+        src = (f"def f(n):\n    for i in range(n):\n        for k in range(i):\n"
+               f"            if ({lhs}) % {K} == {rng.randint(0, K - 1)}:\n                A[i] += 1\n")
+        (flow,) = parse_flow_source(src)
+        (op,) = [nd for nd in walk_nodes(flow.body) if isinstance(nd, Opaque)]
+        fs = forms_of(op, "cond")
+        assert fs is not None, src
+        assert _canon(fs) == _canon(convert_cond(op.cond, {})), (src, op.cond, fs)
