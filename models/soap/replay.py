@@ -293,6 +293,8 @@ def producers(el: np.ndarray, wr: np.ndarray, inst: np.ndarray) -> tuple[np.ndar
     """Per access: the instance of the last earlier write to its element (-1: the initial value), and
     per element its last writer (-1: never written)."""
     n = el.shape[0]
+    if n == 0:      # no access at all (every domain empty at these sizes)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     srt = np.lexsort((np.arange(n), el))
     e_s, w_s = el[srt], wr[srt]
     start = np.r_[True, e_s[1:] != e_s[:-1]]

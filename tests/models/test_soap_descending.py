@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from meshplan.models.loops.frontend import parse_file, parse_source
 from meshplan.models.loops.program import sym
@@ -160,3 +162,31 @@ def test_kernel_replay_is_the_source(name, sizes):
     (p,) = parse_file(str(EX / f"{name}.py"))
     assert any(lp.descending for st in p.statements for lp in st.loops)
     _check(text, sizes)
+
+
+@st.composite
+def _programs(draw):
+    """Random nests of one or two loops per statement, each ascending or descending, with offset reads."""
+    lines = ["def gen(N):"]
+    rank = {a: draw(st.integers(1, 2)) for a in "ABX"}
+    for _ in range(draw(st.integers(1, 3))):
+        depth = draw(st.integers(1, 2))
+        for d, v in enumerate("ij"[:depth]):
+            lo, hi = draw(st.sampled_from(["0", "1"])), draw(st.sampled_from(["N", "N - 1"] + (["i"] if d else [])))
+            rng = f"range({hi} - 1, {lo} - 1, -1)" if draw(st.booleans()) else f"range({lo}, {hi})"
+            lines.append("    " * (d + 1) + f"for {v} in {rng}:")
+        out = draw(st.sampled_from("AB"))
+        idx = draw(st.lists(st.sampled_from("ij"[:depth]), min_size=rank[out], max_size=rank[out]))
+        reads = [f"{a}[{', '.join(f'{v} + {o}' for v, o in zip(dims, offs))}]"
+                 for a in draw(st.lists(st.sampled_from("ABX"), min_size=1, max_size=3))
+                 for dims in [draw(st.lists(st.sampled_from("ij"[:depth]), min_size=rank[a], max_size=rank[a]))]
+                 for offs in [draw(st.lists(st.integers(-1, 1), min_size=rank[a], max_size=rank[a]))]]
+        lines.append("    " * (depth + 1) + f"{out}[{', '.join(idx)}] {draw(st.sampled_from(['=', '+=']))} "
+                     + " * ".join(reads))
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=30, deadline=None)
+@given(src=_programs(), n=st.integers(1, 4))
+def test_random_descending_programs_replay_their_source(src, n):
+    _check(src, {"N": n})
