@@ -10,7 +10,9 @@ Shape ``nests`` (the sweep of docs/bound.md, Dead vertices): one to three statem
 ``for i in range(M)``, each in a ``for j in range(N)`` (sometimes sharing the previous one, sometimes with
 an inner ``for k in range(N)``), writing the scalar ``w``, ``y[j]`` or ``z[j]`` with ``=`` or ``+=``, reading
 ``X[j]``, ``B[i]``, ``A[i, j]``, ``X[k]`` and the written values.  Shape ``wide``: up to five statements,
-a statement sometimes directly in ``for i``, and ``v[i]`` among the outputs.
+a statement sometimes directly in ``for i``, and ``v[i]`` among the outputs.  Shape ``affine``: one to four
+nests of depth one to three with triangular bounds and offsets (as tests/solvers/conftest.py draws them),
+whose outputs need not name every loop.
 """
 
 from __future__ import annotations
@@ -25,8 +27,35 @@ from pathlib import Path
 SIZES = ((1, 2), (1, 3), (2, 2), (2, 1))
 
 
+def draw_affine(rng: random.Random) -> str:
+    """Nests of depth one to three; ranks fixed per array; an output names a subset of its loops."""
+    vs = "ijk"
+    rank = {a: rng.randint(0, 2) for a in "ABCXY"} | {"Z": 0}
+    lines = ["def f(N, M):"]
+    for _ in range(rng.randint(1, 4)):
+        depth = rng.randint(1, 3)
+        for d in range(depth):
+            lo = rng.choice(["0", "0", "1"] + [f"{u} + 1" for u in vs[:d]])
+            hi = rng.choice(["N", "M"] + [f"{u} + 1" for u in vs[:d]])
+            lines.append("    " * (d + 1) + f"for {vs[d]} in range({lo}, {hi}):")
+        out_arr = rng.choice([a for a in "ABC" if rank[a] <= depth] or ["Z"])
+        out = rng.sample(vs[:depth], rank[out_arr])
+        reads = []
+        for _ in range(rng.randint(0, 2)):
+            arr = rng.choice("ABCXY")
+            dims = [rng.choice(vs[:depth]) for _ in range(rank[arr])]
+            offs = [rng.choice([0, 0, -1, 1]) for _ in dims]
+            subs = ", ".join(f"{v} {'+-'[o < 0]} {abs(o)}" if o else v for v, o in zip(dims, offs))
+            reads.append(f"{arr}[{subs}]" if dims else arr)
+        target = f"{out_arr}[{', '.join(out)}]" if out else out_arr
+        lines.append("    " * (depth + 1) + f"{target} {rng.choice(['=', '+='])} {' * '.join(reads) or '1.0'}")
+    return "\n".join(lines) + "\n"
+
+
 def draw(rng: random.Random, shape: str) -> str:
     """One random program source."""
+    if shape == "affine":
+        return draw_affine(rng)
     wide = shape == "wide"
     lines = ["def f(N, M):", "    for i in range(M):"]
     outs = ["w", "y[j]", "z[j]"] + (["v[i]"] if wide else [])
@@ -59,7 +88,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--programs", type=int, default=180)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--shape", choices=("nests", "wide"), default="nests")
+    ap.add_argument("--shape", choices=("nests", "wide", "affine"), default="nests")
     ap.add_argument("--max-vertices", type=int, default=13)
     args = ap.parse_args()
 

@@ -143,14 +143,17 @@ def last_iterations(program: Program) -> tuple[Program, tuple[str, ...]]:
     live, and an element's last writer is an output), so the optimal I/O is the same, while counting them
     in |V|, or in the trivial floor the inputs they read, exceeds it (``for i in range(M): for j in
     range(N): w = Σ_k X[k]; y[j] = w / B[i]`` needs only the last iteration's loads and stores, ``X``,
-    ``B[M − 1]``, ``y`` and ``w``, however large ``M`` is).  For each statement, from a backward pass from
-    the outputs over the program's trace at sample sizes (:func:`_live_instances`):
+    ``B[M − 1]``, ``y`` and ``w``, however large ``M`` is).  A statement with a loop that runs no iteration
+    at any size (``range(i + 1, i + 1)``) has no vertices and is left out first (as a writer it would still
+    shape its array's chain of versions).  Then for each statement, from a backward pass from the outputs
+    over the program's trace at sample sizes (:func:`_live_instances`):
 
     * a statement with instances but none of them live is left out (it has another writer of its array:
       the last values of a sole writer are outputs);
     * a loop ``L`` of the statement, ``range(0, P)`` with ``P`` a size (so it runs), whose variable neither
       the statement's output subscripts nor its inner loop bounds use (every iteration writes the same
-      elements) is cut to ``range(P − 1, P)`` when no instance in an iteration before the last is live.
+      elements) is cut to its last iteration, ``range(P − 1, P)`` (``range(0, 1)`` when it runs downwards),
+      when no instance in an iteration before the last is live.
 
     A statement that updates its element in place (``y[j] += …``) in a loop where no other statement
     rewrites the array carries its value to the next iteration, so none of its loops is cut there, and a
@@ -159,16 +162,22 @@ def last_iterations(program: Program) -> tuple[Program, tuple[str, ...]]:
     from meshplan.models.loops.program import sym
 
     params = {sym(p) for p in program.params}
+    empty = [st.name for st in program.statements if any(_never_runs(lp) for lp in st.loops)]
+    if empty and len(empty) < len(program.statements):
+        program = replace(program, statements=tuple(st for st in program.statements if st.name not in empty))
+        notes = [f"statement {name}: a loop of it runs no iteration whatever the sizes; it has no vertices and "
+                 "is left out" for name in empty]
+    else:
+        notes = []
     sts = program.statements
     cuts = [[d for d in range(len(st.loops)) if _cut_candidate(sts, k, d, params)] for k, st in enumerate(sts)]
     drops = [any(j != k and o.output.array == st.output.array for j, o in enumerate(sts))
              for k, st in enumerate(sts)]
     if not any(drops) and not any(cuts):
-        return program, ()
+        return program, tuple(notes)
     lives = _live_instances(program)
     if lives is None:
-        return program, ()
-    notes: list[str] = []
+        return program, tuple(notes)
     kept: list[Statement] = []
     for k, st in enumerate(sts):
         mine = [(values, tr, live, tr.stmt == k) for values, tr, live in lives]
@@ -178,17 +187,25 @@ def last_iterations(program: Program) -> tuple[Program, tuple[str, ...]]:
             continue
         loops = list(st.loops)
         for d in cuts[k]:
-            lp = st.loops[d]
-            if all(not (live & at & (tr.vars[lp.var] != values[str(lp.upper)] - 1)).any()
+            lp = st.loops[d]     # range(0, P): its last iteration is P − 1, or 0 when it runs downwards
+            last = sp.Integer(0) if lp.descending else lp.upper - 1
+            if all(not (live & at & (tr.vars[lp.var] != (0 if lp.descending else values[str(lp.upper)] - 1))).any()
                    for values, tr, live, at in mine):
-                loops[d] = replace(lp, lower=lp.upper - 1)
+                loops[d] = replace(lp, lower=last, upper=last + 1)
                 notes.append(f"statement {st.name}: every value computed in an iteration of loop {lp.var} but "
-                             "the last lies on no path to an output: only the last iteration, "
-                             f"{lp.var} = {lp.upper - 1}, is counted")
+                             f"the last lies on no path to an output: only the last iteration, {lp.var} = {last}, "
+                             "is counted")
         kept.append(replace(st, loops=tuple(loops)))
-    if not notes or not kept:
-        return program, ()
+    if not kept:
+        return program, tuple(notes)
     return replace(program, statements=tuple(kept)), tuple(notes)
+
+
+def _never_runs(lp) -> bool:
+    """Whether loop ``lp`` runs no iteration whatever the sizes and the enclosing loops: its length is a
+    constant ≤ 0 (``range(i + 1, i + 1)``)."""
+    length = sp.expand(lp.upper - lp.lower)
+    return bool(length.is_number and (length <= 0 if lp.step > 0 else length >= 0))
 
 
 def _cut_candidate(sts, k: int, d: int, params: set) -> bool:

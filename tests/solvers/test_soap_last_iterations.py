@@ -175,6 +175,16 @@ OVERWRITTEN_ROW = """def f(N, M):
 """
 
 
+#: a loop that runs downwards keeps its last iteration, i = 0, beside a chain live in every iteration
+#: (9 against 8 at N = 1, M = 3 before)
+DESCENDING = """def f(N, M):
+    for i in range(M - 1, -1, -1):
+        for j in range(N):
+            y[j] = X[j] * B[i]
+            w = A[i, j] * w
+"""
+
+
 @pytest.mark.parametrize("src, n, m, optimum, left_out", [
     (LIVE_BESIDE_DEAD, 1, 3, 7, "S2: every value computed in an iteration of loop i but the last"),
     (LIVE_BESIDE_DEAD, 2, 2, 10, "S2: every value computed in an iteration of loop i but the last"),
@@ -183,8 +193,10 @@ OVERWRITTEN_ROW = """def f(N, M):
     (DEAD_IN_EVERY_ITERATION, 1, 2, 4, "S2: none of its values lies on a path to an output"),
     (INNER_LOOP, 2, 1, 4, "S3: every value computed in an iteration of loop k_2 but the last"),
     (OVERWRITTEN_ROW, 2, 1, 3, "S4: none of its values lies on a path to an output"),
+    (DESCENDING, 1, 3, 8, "S1: every value computed in an iteration of loop i but the last lies on no path "
+                          "to an output: only the last iteration, i = 0"),
 ], ids=["live-beside-dead-1x3", "live-beside-dead-2x2", "carried-beside-dead-1x3", "beside-a-row-write-1x3",
-        "dead-in-every-iteration-1x2", "inner-loop-2x1", "overwritten-row-2x1"])
+        "dead-in-every-iteration-1x2", "inner-loop-2x1", "overwritten-row-2x1", "descending-1x3"])
 def test_dead_instances_are_left_out_statement_by_statement(src, n, m, optimum, left_out):
     """The vertices on no path to an output are left out per statement, whatever the statements beside it
     (thesis sections 3.2 and 5.2: a pebbling ends when the outputs are blue)."""
@@ -204,3 +216,21 @@ def test_a_min_or_max_loop_bound_is_refused_with_its_line(bound, line):
                         f"            for k in range({bound}):\n                C[i, j] += A[i, k] * B[k, j]\n")
     with pytest.raises(ModelError, match=f"line {line}\\).*min/max"):
         analyze(p)
+
+
+def test_a_statement_that_never_runs_is_left_out():
+    """Drawn by the random-program strategy: ``range(i + 1, i + 1)`` runs nothing, but its writer of ``B[j]``
+    gave ``B``'s chain a version loop, so the input-free ``B[i] = 1.0; B[i] += 1.0`` were counted: 8 words
+    against the 6 stores of the program's own order at N = 6, S = 8."""
+    (p,) = parse_source("def gen(N, M):\n    for i in range(0, N):\n        for j in range(i + 1, i + 1):\n"
+                        "            B[j] = A[i, j]\n    for i in range(0, N):\n        B[i] = 1.0\n"
+                        "    for i in range(0, N):\n        B[i] += 1.0\n")
+    res = analyze(p)
+    assert any("S1: a loop of it runs no iteration" in note for note in res.notes)
+    trace = build_trace(p, {"N": 6, "M": 5})
+    attained = replay_order(trace, loop_order(trace), 8).total
+    assert attained == 6
+    assert max(res.evaluate({"N": 6, "M": 5, "S": 8}), res.evaluate_numeric({"N": 6, "M": 5, "S": 8})) <= attained
+    g = cdag(p, {"N": 2, "M": 1})
+    assert max(res.evaluate({"N": 2, "M": 1, "S": 2}), res.evaluate_numeric({"N": 2, "M": 1, "S": 2})) \
+        <= optimal_io(g, 2) == 2
