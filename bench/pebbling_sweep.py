@@ -6,7 +6,7 @@ larger of its symbolic and numeric evaluations) at the least memory that can peb
 optimal I/O (``solvers/soap/pebbling.py``).  It prints each instance above the optimum and a summary,
 and writes bench/results/pebbling_sweep.json.
 
-Shape ``nests`` (the sweep of docs/bound.md, Dead vertices): one to three statements inside
+Shape ``nests`` (the sweep of docs/bound.md, decision 7): one to three statements inside
 ``for i in range(M)``, each in a ``for j in range(N)`` (sometimes sharing the previous one, sometimes with
 an inner ``for k in range(N)``), writing the scalar ``w``, ``y[j]`` or ``z[j]`` with ``=`` or ``+=``, reading
 ``X[j]``, ``B[i]``, ``A[i, j]``, ``X[k]`` and the written values.  Shape ``wide``: up to five statements,

@@ -1,7 +1,7 @@
-"""Dead iterations (models/soap/dead.py ``last_iterations``): a statement group whose values are used only
-inside one iteration of an enclosing loop, and rewritten element for element by the next one, has only its
-last iteration on a path to an output, and a writer rewritten by a later one that runs at least once is
-dead.  Counting such vertices made the bound exceed the exhaustive red–blue optimum and the I/O of the
+"""Dead iterations (models/soap/dead.py ``last_iterations``): a statement whose values are used only inside
+one iteration of an enclosing loop, and rewritten element for element by the next one, has only its last
+iteration on a path to an output, whatever the statements beside it; a statement none of whose instances is
+live is left out, and a writer rewritten by a later one that runs at least once is dead.  Counting such vertices made the bound exceed the exhaustive red–blue optimum and the I/O of the
 program's own loop order; and a ``min``/``max`` loop bound is refused
 with the statement's line (it ended in an internal error)."""
 
