@@ -19,7 +19,7 @@ import sympy as sp
 
 from meshplan.models.counting.domains import Domain
 from meshplan.solvers.counting.islsets import isl_set, isl_text
-from meshplan.solvers.counting.qpsym import condition, nonzero_at_small, qp_sym, readable, small_points, vanishes
+from meshplan.solvers.counting.qpsym import condition, qp_sym, readable, vanishes
 from meshplan.solvers.counting.qptext import Region, qp_text, set_text, zero_on
 
 __all__ = ["is_available", "Cases", "card", "count_domains", "isl_text", "qp_text", "SharedPrinter"]
@@ -209,14 +209,9 @@ class Cases:
 
 def _extends(qp, rest: Region, names: list) -> bool:
     """True when ``qp`` is 0 on ``rest``: shown by isl (:func:`zero_on`), or where isl can neither show nor
-    refute it, by sympy (:func:`vanishes`) unless a small point refutes it (:func:`zero_on` has evaluated the
-    sample points)."""
+    refute it, by sympy (:func:`vanishes`)."""
     zero = zero_on(qp, rest)
     if zero is None:
-        if rest.small is None:
-            rest.small = small_points(rest.set)
-        if nonzero_at_small(qp, rest.set, samples=False, points=rest.small):
-            return False
         return vanishes(readable(qp_sym(qp, names)), rest.set, names)
     return zero
 

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import sympy as sp
 
-__all__ = ["qp_sym", "condition", "readable", "nonzero_at_small", "small_points", "vanishes"]
+__all__ = ["qp_sym", "condition", "readable", "vanishes"]
 
 
 @lru_cache(maxsize=None)
@@ -128,47 +128,6 @@ def readable(e: sp.Expr) -> sp.Expr:
     den, poly = sp.Poly(sp.expand(e), *syms).clear_denoms(convert=True)
     c, factors = poly.factor_list()
     return sp.Mul(sp.Rational(c) / den, *[f.as_expr() ** k for f, k in factors])
-
-
-@lru_cache(maxsize=64)
-def _box(n: int, top: int):
-    """``{ [x0, …] : every xi <= top }`` (an isl set, immutable: shared by the calls)."""
-    import islpy as isl
-
-    xs = [f"x{i}" for i in range(n)]
-    return isl.Set(f"{{ [{', '.join(xs)}] : " + " and ".join(f"{x} <= {top}" for x in xs) + " }")
-
-
-def nonzero_at_small(qp, region, top: int = 6, samples: bool = True, points: list | None = None) -> bool:
-    """True when isl evaluates ``qp`` to a non-zero value at a point of ``region`` (a set of parameter values):
-    its sample points (``samples``; a caller that evaluated them already says False), then every point with
-    all parameters at most ``top`` (``points``: :func:`small_points` of the region, when the caller keeps
-    them).  A cheap disproof before :func:`vanishes` tries to prove that ``qp`` is 0 on the region."""
-    import islpy as isl
-
-    if samples:
-        for bs in region.get_basic_sets():
-            pt = bs.sample_point()
-            if not pt.is_void() and not qp.eval(pt).is_zero():
-                return True
-    n = region.dim(isl.dim_type.param)
-    if n == 0:
-        return False
-    flat_qp = qp.move_dims(isl.dim_type.in_, 0, isl.dim_type.param, 0, n)  # the same polynomial of those points
-    return any(not flat_qp.eval(p).is_zero() for p in (small_points(region, top) if points is None else points))
-
-
-def small_points(region, top: int = 6) -> list:
-    """The points of ``region`` (a set of parameter values) with every parameter at most ``top``, as points of
-    the set whose dimensions are the parameters (what :func:`nonzero_at_small` evaluates)."""
-    import islpy as isl
-
-    n = region.dim(isl.dim_type.param)
-    points: list = []
-    if n:
-        flat = region.move_dims(isl.dim_type.set, 0, isl.dim_type.param, 0, n)
-        (flat & _box(n, top)).foreach_point(points.append)
-    return points
 
 
 def vanishes(e: sp.Expr, region, names: list, most: int = 64) -> bool:

@@ -9,6 +9,7 @@ Algorithmica 48(1), 2007, for the counts).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from math import lcm
 
 try:
@@ -112,6 +113,19 @@ def set_text(s, names: list) -> str:
     return " | ".join(f"({o})" for o in ors)
 
 
+#: the largest parameter value of the points :func:`zero_on` evaluates before it tries to prove
+SMALL = 6
+
+
+@lru_cache(maxsize=64)
+def _box(n: int, top: int):
+    """``{ [x0, …] : every xi <= top }`` (an isl set, immutable: shared by the calls)."""
+    import islpy as isl
+
+    xs = [f"x{i}" for i in range(n)]
+    return isl.Set(f"{{ [{', '.join(xs)}] : " + " and ".join(f"{x} <= {top}" for x in xs) + " }")
+
+
 class Region:
     """A set of parameter values, split once for :func:`zero_on`: per basic set a sample point (``points``) and,
     when first asked for (``parts``), the range of each parameter that is bounded there (None when some range
@@ -123,10 +137,24 @@ class Region:
         self.set, self.most = region, most
         self.points = [(bs, bs.sample_point()) for bs in region.get_basic_sets()]
         self._parts = None
-        self.small = None  # the points with small parameter values, kept by the caller that lists them
+        self._small = None
         self._sets: dict = {}
         self._far: dict = {}
         self._fixed: dict = {}
+
+    @property
+    def small(self) -> list:
+        """The points of the region with every parameter at most ``SMALL``, as points of the set whose dimensions
+        are the parameters."""
+        if self._small is None:
+            n = self.set.dim(_PARAM)
+            self._small = []
+            if n:
+                import islpy as isl
+
+                flat = self.set.move_dims(isl.dim_type.set, 0, _PARAM, 0, n)
+                (flat & _box(n, SMALL)).foreach_point(self._small.append)
+        return self._small
 
     @property
     def parts(self) -> list:
@@ -217,17 +245,30 @@ def _nonzero_further(qp, region: Region) -> bool:
     return False
 
 
+def _nonzero_small(qp, region: Region) -> bool:
+    """True when ``qp`` is not 0 at a point of ``region`` with every parameter at most ``SMALL`` (isl evaluates the
+    quasi-polynomial with its parameters moved to set dimensions at those points)."""
+    n = region.set.dim(_PARAM)
+    if not n or not region.small:
+        return False
+    import islpy as isl
+
+    flat_qp = qp.move_dims(isl.dim_type.in_, 0, _PARAM, 0, n)  # the same polynomial of the points' coordinates
+    return any(not flat_qp.eval(p).is_zero() for p in region.small)
+
+
 def zero_on(qp, region: Region) -> bool | None:
     """Whether ``qp`` is 0 at every point of ``region``, as isl shows it: isl's evaluation at each basic set's
-    sample point and at the points :func:`_nonzero_further` tries; then per basic set, each value of the
-    parameters bounded there fixed in turn, isl evaluates ``qp`` (every parameter fixed) or gists it to that
-    set, which substitutes the equalities (the zero polynomial: 0 there).  None when isl can neither show nor
-    refute it.  The refutations come first: most pieces tested are not 0 on the region, and a point shows it
-    faster than the gists."""
+    sample point, at the points :func:`_nonzero_further` tries and at the points with small parameter values
+    (:func:`_nonzero_small`); then per basic set, each value of the parameters bounded there fixed in turn, isl
+    evaluates ``qp`` (every parameter fixed) or gists it to that set, which substitutes the equalities (the zero
+    polynomial: 0 there).  None when isl can neither show nor refute it (none of those points refutes it then).
+    The refutations come first: most pieces tested are not 0 on the region, and a point shows it faster than
+    the gists."""
     for _, pt in region.points:
         if not pt.is_void() and not qp.eval(pt).is_zero():
             return False
-    if _nonzero_further(qp, region):
+    if _nonzero_further(qp, region) or _nonzero_small(qp, region):
         return False
     n = region.set.dim(_PARAM)
     undecided = False
