@@ -45,8 +45,13 @@ def _names(node) -> set[str]:
     return {n.id for n in _walk(node) if isinstance(n, ast.Name)} if node is not None else set()
 
 
+#: the nodes that may hold statements (expressions never do)
+_HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
 def _early_exit(body) -> str | None:
-    """``break``/``continue``/``return`` that leaves this loop (not one of its nested loops)."""
+    """``break``/``continue``/``return`` that leaves this loop (not one of its nested loops); the statements are
+    searched depth first, last first, without entering expressions (they hold no statements)."""
     todo = list(body)
     while todo:
         nd = todo.pop()
@@ -54,7 +59,7 @@ def _early_exit(body) -> str | None:
             return type(nd).__name__.lower()
         if isinstance(nd, (ast.For, ast.While, ast.FunctionDef, ast.Lambda)):
             continue
-        todo.extend(_children(nd))
+        todo.extend(c for c in _children(nd) if isinstance(c, _HOLDS_STATEMENTS))
     return None
 
 

@@ -160,3 +160,36 @@ def test_remainders_with_coefficients_below_the_modulus_are_forms():
         fs = forms_of(op, "cond")
         assert fs is not None, src
         assert _canon(fs) == _canon(convert_cond(op.cond, {})), (src, op.cond, fs)
+
+
+def test_early_exit_is_the_search_of_every_node():
+    """``_early_exit`` searches statements only; it finds the exit a search of every node (expressions too, last
+    first) finds, on loops with exits in ``if``/``try``/``with``/``match`` blocks and in nested loops."""
+    import ast
+
+    from meshplan.models.loops.flow_parts import _early_exit
+    from meshplan.models.loops.frontend import _children
+
+    def every_node(body):
+        todo = list(body)
+        while todo:
+            nd = todo.pop()
+            if isinstance(nd, (ast.Break, ast.Continue, ast.Return)):
+                return type(nd).__name__.lower()
+            if not isinstance(nd, (ast.For, ast.While, ast.FunctionDef, ast.Lambda)):
+                todo.extend(_children(nd))
+        return None
+
+    extra = ["def f(n):\n    for i in range(n):\n        if i > 2:\n            break\n        try:\n            x = g(i)\n"
+             "        except E:\n            continue\n        with m:\n            return 1\n",
+             "def f(n):\n    while n:\n        for j in range(n):\n            break\n        match n:\n"
+             "            case 1:\n                return 0\n        n -= 1\n",
+             "def f(n):\n    for i in range(n):\n        y = lambda: 1\n        if i:\n            pass\n        else:\n"
+             "            continue\n        A[i] = [k for k in range(i)]\n"]
+    loops = 0
+    for src in _sources()[::5] + extra:
+        for nd in ast.walk(ast.parse(src)):
+            if isinstance(nd, (ast.For, ast.While)):
+                loops += 1
+                assert _early_exit(nd.body) == every_node(nd.body), (src, nd.lineno)
+    assert loops > 100
