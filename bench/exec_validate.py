@@ -10,6 +10,7 @@ import statistics
 import sys
 import time
 import warnings
+from unittest import mock
 from pathlib import Path
 
 from scipy.stats import spearmanr
@@ -44,20 +45,12 @@ VALIDATION_RESULTS = RESULTS.with_name("exec-validation.json")
 @contextlib.contextmanager
 def _environment(extra: dict):
     """The launcher passes this process's environment on to mpiexec and the ranks; set ``extra`` for one
-    launch (and make sure the other configuration's variables are absent)."""
-    names = {k for env in CONFIGS.values() for k in env}
-    saved = {k: os.environ.get(k) for k in names}
-    for k in names:
-        os.environ.pop(k, None)
-    os.environ.update(extra)
-    try:
+    launch (and make sure the other configuration's variables are absent); the environment is restored after."""
+    with mock.patch.dict(os.environ):
+        for k in {k for env in CONFIGS.values() for k in env}:
+            os.environ.pop(k, None)
+        os.environ.update(extra)
         yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _one_link(shape: System, cal: dict) -> System:

@@ -8,7 +8,6 @@ subprocess tests also interrupt the command (SIGINT) during its imports and insi
 from __future__ import annotations
 
 import collections
-import contextlib
 import importlib.util
 import io
 import os
@@ -21,6 +20,7 @@ import tempfile
 import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -72,22 +72,8 @@ def run_in_process(argv: list[str], *, unprivileged: bool = False, env=()) -> tu
     """``(exit code, stdout, stderr)`` of ``meshplan ARGV`` run in this process (with the variables ``env``
     set); the code is ``"hang"`` after :data:`LIMIT_S` seconds and ``"escaped: …"`` when an exception escaped
     ``main``."""
-    with _environ(dict(env)):
+    with mock.patch.dict(os.environ, dict(env)):
         return _run(argv, unprivileged)
-
-
-@contextlib.contextmanager
-def _environ(values: dict):
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _run(argv: list[str], unprivileged: bool) -> tuple[object, str, str]:
