@@ -34,7 +34,8 @@ def dead_statements(program: Program) -> tuple[str, ...]:
     they differ (``C[i] += …`` over ``range(1, N)``, then ``C[i] = …`` over ``range(0, M)``) the overwrite
     covers all of them for some sizes (M ≥ N) and only some for others — a count of the survivors would
     be a piecewise expression, so the writer's vertices are left out for all sizes (a valid, weaker
-    bound where some survive).  Anything not recognized stays."""
+    bound where some survive) — unless a statement that is not left out reads the array after it: a
+    survivor it reads would become an initial value, an input to load.  Anything not recognized stays."""
     params = set(program.params)
     dead: list[str] = []
     for arr in dict.fromkeys(st.output.array for st in program.statements):
@@ -44,14 +45,26 @@ def dead_statements(program: Program) -> tuple[str, ...]:
                for st in touching):
             continue
         elems = [_elements(st, params) for st in touching]
+        covered: dict[int, bool] = {}      # writer -> whether an overwrite covers every element it writes
         for j, st in enumerate(touching):
             if elems[j] is None:
                 continue
-            if any(elems[k] is not None and _may_overlap(elems[j], elems[k])
-                   and _runs(later, params)
-                   and not any(a.array == arr for a in later.inputs)
-                   for k, later in enumerate(touching[j + 1:], start=j + 1)):
-                dead.append(st.name)
+            over = [k for k, later in enumerate(touching[j + 1:], start=j + 1)
+                    if elems[k] is not None and _may_overlap(elems[j], elems[k]) and _runs(later, params)
+                    and not any(a.array == arr for a in later.inputs)]
+            if over:
+                covered[j] = any(elems[k] == elems[j] for k in over)
+        # a survivor of a partial overwrite (an element outside the overwrite's range) that a kept statement
+        # reads would become an initial value, an input: its writer stays unless every later reader goes too
+        changed = True
+        while changed:
+            changed = False
+            for j in [j for j, full in covered.items() if not full]:
+                if any(k not in covered and any(a.array == arr for a in touching[k].inputs)
+                       for k in range(j + 1, len(touching))):
+                    del covered[j]
+                    changed = True
+        dead.extend(touching[j].name for j in sorted(covered))
     return tuple(dead)
 
 
@@ -127,14 +140,48 @@ def input_free_writers(group, vers, outs_off, order: dict, constant: set, sdg) -
     free = set(w for w in writers if w in constant)
     for w in writers:
         reads = [c for c in sdg.comps[w] if c.role != "out"]
-        if w not in free and reads and all(id(c) in older and constant_in_tile(c, group, order, free)
+        if w not in free and reads and all(id(c) in older and (constant_in_tile(c, group, order, free)
+                                                               or _past_an_overwrite(w, writers, free, sdg.program))
                                            for c in reads):
             free.add(w)
     return free
 
 
-def last_iterations(program: Program) -> tuple[Program, tuple[str, ...]]:
-    """``(program without the statement instances that lie on no path to an output, notes)``, as far as a
+def _past_an_overwrite(w: str, writers: list, free: set, program: Program) -> bool:
+    """Whether some elements of in-place update ``w`` may read the older version of an input-free writer
+    past the writers between them: no writer between an input-free one that may share an element with
+    ``w`` and ``w`` writes, whatever the sizes, every element of ``w`` (``C[i] = 1.0`` over ``range(0, N)``,
+    ``C[i] = A[i]·B[i, i]`` over ``range(1, N)``, ``C[i] += 1.0`` over ``range(0, N)``: the update of
+    ``C[0]`` reads the constant).  Those vertices lie on no path from an input; which ones they are is a
+    difference of ranges, so all of ``w`` is then taken as input-free — leaving its vertices out only
+    lowers the bound."""
+    params = set(program.params)
+    mine = _elements(program.statement(w), params)
+    if mine is None:
+        return False
+    before = writers[:writers.index(w)]
+    for n, f in enumerate(before):
+        theirs = _elements(program.statement(f), params)
+        if f not in free or theirs is None or not _may_overlap(mine, theirs):
+            continue
+        if not any(_covers(_elements(program.statement(b), params), mine) for b in before[n + 1:]):
+            return True
+    return False
+
+
+def _covers(a: tuple | None, b: tuple) -> bool:
+    """Whether element ranges ``a`` contain ``b`` whatever the sizes (unit steps, constant gaps)."""
+    if a is None:
+        return False
+    for (la, ua, sa), (lb, ub, sb) in zip(a, b):
+        lo, hi = sp.expand(lb - la), sp.expand(ua - ub)
+        if sa != 1 or sb != 1 or not (lo.is_number and lo >= 0 and hi.is_number and hi >= 0):
+            return False
+    return True
+
+
+def last_iterations(program: Program) -> tuple[Program, tuple[str, ...], tuple]:
+    """``(program without the statement instances on no path to an output, notes, guards)``, as far as a
     statement's loop ranges can say which; the rule is per statement, whatever the statements beside it.
 
     An optimal pebbling never computes a vertex on no path to an output (an element's last value): the
@@ -150,10 +197,14 @@ def last_iterations(program: Program) -> tuple[Program, tuple[str, ...]]:
 
     * a statement with instances but none of them live is left out (it has another writer of its array:
       the last values of a sole writer are outputs);
-    * a loop ``L`` of the statement, ``range(0, P)`` with ``P`` a size (so it runs), whose variable neither
-      the statement's output subscripts nor its inner loop bounds use (every iteration writes the same
-      elements) is cut to its last iteration, ``range(P − 1, P)`` (``range(0, 1)`` when it runs downwards),
-      when no instance in an iteration before the last is live.
+    * a loop of the statement whose variable its output subscripts do not use (every iteration writes the
+      same elements) and that runs wherever its enclosing loops do (:func:`_always_runs`), or whose length
+      depends on the sizes alone, is cut to its last iteration, ``range(U − 1, U)`` (``range(L, L + 1)``
+      when it runs downwards), when no instance in an iteration before the last is live; the third value
+      lists ``(statement, length)`` for a cut loop that can be empty (``range(1, N)``): the statement has
+      no vertices where the length is ≤ 0.  A cut loop nothing of the statement names is dropped;
+    * a loop whose variable the output subscripts use loses its first or last iterations when they hold
+      no live instance, by the same constant at every sample (:func:`_margin`).
 
     A statement that updates its element in place (``y[j] += …``) in a loop where no other statement
     rewrites the array carries its value to the next iteration, so none of its loops is cut there, and a
@@ -174,11 +225,12 @@ def last_iterations(program: Program) -> tuple[Program, tuple[str, ...]]:
     drops = [any(j != k and o.output.array == st.output.array for j, o in enumerate(sts))
              for k, st in enumerate(sts)]
     if not any(drops) and not any(cuts):
-        return program, tuple(notes)
+        return program, tuple(notes), ()
     lives = _live_instances(program)
     if lives is None:
-        return program, tuple(notes)
+        return program, tuple(notes), ()
     kept: list[Statement] = []
+    guards: list[tuple[str, sp.Expr]] = []
     for k, st in enumerate(sts):
         mine = [(values, tr, live, tr.stmt == k) for values, tr, live in lives]
         if drops[k] and all(at.any() and not (live & at).any() for _, _, live, at in mine):
@@ -187,18 +239,69 @@ def last_iterations(program: Program) -> tuple[Program, tuple[str, ...]]:
             continue
         loops = list(st.loops)
         for d in cuts[k]:
-            lp = st.loops[d]     # range(0, P): its last iteration is P − 1, or 0 when it runs downwards
-            last = sp.Integer(0) if lp.descending else lp.upper - 1
-            if all(not (live & at & (tr.vars[lp.var] != (0 if lp.descending else values[str(lp.upper)] - 1))).any()
+            lp = st.loops[d]     # its last iteration is upper − 1, or lower when it runs downwards
+            last = lp.lower if lp.descending else lp.upper - 1
+            if all(not (live & at & (tr.vars[lp.var] != _at(last, tr, values))).any()
                    for values, tr, live, at in mine):
-                loops[d] = replace(lp, lower=last, upper=last + 1)
+                # the one iteration of a loop that nothing of the statement names is the statement itself
+                # (as a loop of length one it would still make a chain of versions)
+                alone = sum(x is not None for x in loops) == 1
+                loops[d] = None if _unnamed(st, d) and not alone else replace(lp, lower=last, upper=last + 1)
+                if not _always_runs(st, d, params):      # range(1, N): empty at N = 1, where range(N − 1, N) is not
+                    guards.append((st.name, _length(lp, params)))
                 notes.append(f"statement {st.name}: every value computed in an iteration of loop {lp.var} but "
                              f"the last lies on no path to an output: only the last iteration, {lp.var} = {last}, "
                              "is counted")
-        kept.append(replace(st, loops=tuple(loops)))
+        for d, lp in enumerate(loops):
+            if lp is None or not drops[k] or loops[d] is not st.loops[d] \
+                    or not any(lp.symbol in e.free_symbols for e in st.output.index):
+                continue
+            first = _margin(lp, lp.lower, mine, 1)          # iterations dead at the start, then at the end
+            end = _margin(lp, lp.upper - 1, mine, -1)
+            if first or end:
+                loops[d] = replace(lp, lower=lp.lower + first, upper=lp.upper - end)
+                notes.append(f"statement {st.name}: the first {first} and the last {end} iteration(s) of loop "
+                             f"{lp.var} lie on no path to an output: they are not counted")
+        kept.append(replace(st, loops=tuple(lp for lp in loops if lp is not None)))
     if not kept:
-        return program, tuple(notes)
-    return replace(program, statements=tuple(kept)), tuple(notes)
+        return program, tuple(notes), ()
+    return replace(program, statements=tuple(kept)), tuple(notes), tuple(guards)
+
+
+def _at(expr, tr, values) -> "np.ndarray":
+    """``expr`` (a loop bound) at every instance of trace ``tr`` taken at sizes ``values``."""
+    from meshplan.models.soap.replay import _numeric
+
+    return _numeric(expr, {**tr.vars, **values}, tr.instances)
+
+
+def _margin(lp, end, mine, sign: int) -> int:
+    """How many iterations of loop ``lp`` from its bound ``end`` (``sign`` 1: the lower one, −1: the last)
+    hold no live instance of the statement at every sample (``mine`` as in :func:`last_iterations`): the
+    same constant at each sample where the statement has a live instance, else 0 (a margin that grows with
+    the sizes is no constant cut)."""
+    seen, removes = set(), False
+    for values, tr, live, at in mine:
+        sel = live & at
+        if sel.any():
+            off = sign * (tr.vars[lp.var] - _at(end, tr, values))
+            seen.add(int(off[sel].min()))
+            removes |= bool((at & (off < min(seen))).any())
+    return seen.pop() if len(seen) == 1 and min(seen) > 0 and removes else 0
+
+
+def _length(lp, params: set) -> sp.Expr | None:
+    """The number of iterations of loop ``lp`` when it depends on the sizes alone (``N − 1`` for
+    ``range(1, N)``), else None."""
+    length = sp.expand(lp.upper - lp.lower)
+    return length if length.free_symbols <= params and lp.step == 1 else None
+
+
+def _unnamed(st: Statement, d: int) -> bool:
+    """Whether no access of ``st`` and no bound of its loops inside loop ``d`` uses that loop's variable."""
+    v = st.loops[d].symbol
+    return not any(v in e.free_symbols for a in (st.output, *st.inputs) for e in a.index) and \
+        not any(v in (m.lower.free_symbols | m.upper.free_symbols) for m in st.loops[d + 1:])
 
 
 def _never_runs(lp) -> bool:
@@ -210,16 +313,15 @@ def _never_runs(lp) -> bool:
 
 def _cut_candidate(sts, k: int, d: int, params: set) -> bool:
     """Whether loop ``d`` of statement ``k`` may be cut to its last iteration (:func:`last_iterations`): it
-    is ``range(0, P)``, every iteration writes the same elements, and the statement is no in-place update
+    runs (or its length depends on the sizes alone), every iteration writes the same elements, and the
+    statement is no in-place update
     that no other statement inside the loop rewrites (its value is carried to the next iteration)."""
     st = sts[k]
     lp = st.loops[d]
     v = lp.symbol
-    if lp.step != 1 or lp.lower != 0 or not (lp.upper.is_Symbol and lp.upper in params):
+    if lp.step != 1 or not (_always_runs(st, d, params) or _length(lp, params) is not None):
         return False
     if any(v in e.free_symbols for e in st.output.index):
-        return False
-    if any(v in (m.lower.free_symbols | m.upper.free_symbols) for m in st.loops[d + 1:]):
         return False
     head = st.loops[:d + 1]
     return not (any(a == st.output for a in st.inputs)
@@ -227,7 +329,36 @@ def _cut_candidate(sts, k: int, d: int, params: set) -> bool:
                         for j, o in enumerate(sts)))
 
 
-def _live_instances(program: Program) -> list | None:
+def _always_runs(st: Statement, d: int, params: set) -> bool:
+    """Whether loop ``d`` of ``st`` runs at least once wherever the loops around it do, whatever the
+    (positive) sizes: its length ``upper − lower`` is at least 1 with each size at 1 and each enclosing
+    variable at its least value (``range(0, P)``, ``range(0, i + 1)`` inside ``range(0, N)``; not
+    ``range(1, N)``, empty at N = 1: cutting it to ``range(N − 1, N)`` would add a vertex there)."""
+    expr = sp.expand(st.loops[d].upper - st.loops[d].lower)
+    outer = {lp.symbol: lp for lp in st.loops[:d]}
+    for _ in range(d + 1):
+        for s in expr.free_symbols:
+            c = expr.coeff(s)
+            if not (c.is_number and c > 0 and (s in params or s in outer)):
+                return False
+        expr = sp.expand(expr.subs({s: 1 if s in params else outer[s].lower for s in expr.free_symbols}))
+    return bool(expr.is_number and expr >= 1)
+
+
+def dead_at(program: Program, sizes: dict[str, int]) -> set[str]:
+    """The statements of ``program`` with instances at ``sizes`` but none on a path to an output there
+    (empty when the trace is too large).  A statement that only an empty loop reads is one (``B += C[i]``
+    read by ``C[j] += B`` over ``range(i + 1, M)``, and overwritten by ``B = 1.0``, at M = 1): at those
+    sizes its vertices, and the inputs they read, count nothing."""
+    got = _live_instances(program, [sizes])
+    if got is None:
+        return set()
+    (_, tr, live), = got
+    return {st.name for k, st in enumerate(program.statements)
+            if (tr.stmt == k).any() and not (live & (tr.stmt == k)).any()}
+
+
+def _live_instances(program: Program, samples: list | None = None) -> list | None:
     """``[(sizes, trace, live)]`` at each sample: every size parameter equal to one of the temporaries'
     sample sizes, and (with two parameters or more) the two smallest of them alternating over the parameters
     both ways, so that sizes which differ are sampled too; ``live[n]`` whether instance ``n`` lies on a path
@@ -238,8 +369,9 @@ def _live_instances(program: Program) -> list | None:
     from meshplan.models.soap.expand import SAMPLE_SIZES
     from meshplan.models.soap.replay import build_trace, loop_order, producers, stream
 
-    samples = [{p: size for p in program.params} for size in SAMPLE_SIZES]
-    if len(program.params) > 1:
+    if samples is None:
+        samples = [{p: size for p in program.params} for size in SAMPLE_SIZES]
+    if len(program.params) > 1 and len(samples) == len(SAMPLE_SIZES):
         lo, hi = sorted(SAMPLE_SIZES)[:2]
         samples += [{p: (lo, hi)[(k + flip) % 2] for k, p in enumerate(program.params)} for flip in (0, 1)]
     out = []

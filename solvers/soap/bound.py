@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sympy as sp
 
 from meshplan.models.core.errors import ModelError
 from meshplan.models.soap.access import Finding, check_conditions
-from meshplan.models.soap.dead import dead_statements, last_iterations
+from meshplan.models.soap.dead import dead_at, dead_statements, last_iterations
 from meshplan.models.soap.expand import expand_temporaries
 from meshplan.models.soap.scalars import split_scalars
 from meshplan.models.loops.program import Program, sym
@@ -70,6 +70,9 @@ class ProgramBound:
     stored: Program | None = None
     #: the window bound of a chain the outer steps wait for (:mod:`meshplan.solvers.soap.window`), if any
     window: WindowBound | None = None
+    #: ``(statement, length)``: a statement whose loop was cut to its last iteration has no vertices where
+    #: that loop's length (``N − 1`` for ``range(1, N)``) is ≤ 0 (models/soap/dead.py ``last_iterations``)
+    guards: tuple = ()
 
     @property
     def dominant(self) -> ArrayBound | None:
@@ -140,9 +143,24 @@ class ProgramBound:
         if not all(float(v).is_integer() for v in sizes.values()):
             return None
         sizes = {k: int(v) for k, v in sizes.items()}
-        bad = {st.name for st in self.program.statements if miscounted(st, sizes)}
-        bad_stored = {st.name for st in (self.stored or self.program).statements if miscounted(st, sizes)}
+        empty = self._empty(sizes)
+        bad = {st.name for st in self.program.statements if st.name in empty or miscounted(st, sizes)}
+        bad_stored = {st.name for st in (self.stored or self.program).statements
+                      if st.name in empty or miscounted(st, sizes)}
         return (bad, bad_stored) if bad or bad_stored else None
+
+    def _empty(self, sizes: dict[str, int]) -> set[str]:
+        """The statements with no vertex on a path to an output at these sizes: cut to a last iteration whose
+        loop runs no iteration here (:attr:`guards`), or, where some statement runs no iteration, with no
+        live instance on the trace at these sizes (``dead_at``; a statement that only an empty loop reads)."""
+        subs = {sym(k): v for k, v in sizes.items()}
+        empty = {name for name, length in self.guards if length.xreplace(subs) <= 0}
+        prog = self.stored or self.program
+        if empty or any(miscounted(st, sizes) for st in prog.statements):
+            rest = tuple(st for st in prog.statements if st.name not in empty)
+            if rest:
+                empty |= dead_at(replace(prog, statements=rest), sizes)
+        return empty
 
     def _degenerate_value(self, values: dict[str, float], degenerate: tuple[set, set], rho_of) -> float:
         """The bound at sizes where some closed-form counts do not hold (:meth:`_degenerate`): Theorem 5.1
@@ -152,6 +170,7 @@ class ProgramBound:
         N = 1) thus give no vertices and no reads, as no schedule moves anything for them."""
         bad, bad_stored = degenerate
         sizes = {k: int(values[k]) for k in self.program.params}
+        empty = self._empty(sizes)
         subs = {sym(k): v for k, v in sizes.items()}
         total = 0.0
         for a in self.arrays:
@@ -160,6 +179,8 @@ class ProgramBound:
             n = 0.0
             for name in a.statements:
                 st = self.program.statement(name)
+                if name in empty:
+                    continue
                 n += (enumerated(st, sizes) or 0) if name in bad else float(sp.N(iterations(st).subs(subs)))
             if n > 0:
                 total += n / rho_of(a)
@@ -177,7 +198,7 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
     (:mod:`meshplan.solvers.soap.screen`) cannot lead any of its arrays is not derived and
     reports that bound; ``screen=False`` derives every subgraph."""
     t0 = time.perf_counter()
-    program, cut_notes = last_iterations(program)    # earlier iterations dead (models/soap/dead.py)
+    program, cut_notes, guards = last_iterations(program)    # earlier iterations dead (models/soap/dead.py)
     stored = program   # splitting and expansion rename values, not outputs: the trivial floor counts these
     program, split_notes = split_scalars(program)
     split_notes = cut_notes + split_notes
@@ -245,7 +266,7 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
         notes.append(f"the window bound of {win.pivot} (one value per step of {win.loop} that the next step "
                      f"waits for; {win.reads} inputs read per step) is {win.bound}")
     return ProgramBound(program, findings, tuple(results), tuple(arrays), bound, lead, bound / P,
-                        time.perf_counter() - t0, tuple(notes), triv, stored, win)
+                        time.perf_counter() - t0, tuple(notes), triv, stored, win, guards)
 
 
 def _leading_params(expr: sp.Expr, params) -> sp.Expr:
