@@ -1,11 +1,13 @@
 """The tool's own tiled schedule: candidate orders built from the SOAP tiles, replayed exactly (beyond thesis ch. 5).
 
-:func:`best_schedule` tries the program's loop order and tilings derived from the dominant subgraph's
+:func:`best_schedule` tries the program's loop order, tilings derived from the dominant subgraph's
 tiles (each class in turn set to 1, tile loops reordered, shapes scaled until two tiles fit in ``S``
-words, then tuned; parallelogram tiles when no rectangular tiling is legal), keeps the legal ones
-(:func:`meshplan.models.soap.replay.legal`) and replays each through the LRU memory of
-:mod:`meshplan.models.soap.replay`; :func:`schedule_report` is the ``schedule`` entry of
-``meshplan bound --schedule`` (docs/bound.md, "Table 5.2, kernel by kernel").
+words, then tuned; parallelogram tiles when no rectangular tiling is legal), and owner-aligned orders
+(:mod:`meshplan.models.soap.aligned`: blocks of the written elements in a topological order of their
+dependences — the left-looking schedules of LU, Cholesky and ludcmp, which no tiling of the loop nest
+expresses), keeps the legal ones (:func:`meshplan.models.soap.replay.legal`) and replays each through
+the LRU memory of :mod:`meshplan.models.soap.replay`; :func:`schedule_report` is the ``schedule`` entry
+of ``meshplan bound --schedule`` (docs/bound.md, "Table 5.2, kernel by kernel").
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 
 from meshplan.models.core.errors import ModelError
 from meshplan.models.loops.program import Program
+from meshplan.models.soap.aligned import owner_orders
 from meshplan.models.soap.replay import (DEFAULT_LIMIT, IoCount, Trace, build_trace, descending_vars, legal,
                                          loop_order, replay_order, tiled_order)
 
@@ -110,10 +113,20 @@ def _try(trace: Trace, classes: dict, sizes: dict, skew, memory: int, label: str
                      replay_order(trace, order, memory) if ok else None)
 
 
+def _owner_candidates(trace: Trace, values: dict, memory: int) -> list[Candidate]:
+    """The owner-aligned orders of :mod:`meshplan.models.soap.aligned`, checked and replayed."""
+    out = []
+    for label, order, tr in owner_orders(trace, values, memory):
+        ok = legal(tr, order)
+        out.append(Candidate(label, (), (), ok, replay_order(tr, order, memory) if ok else None))
+    return out
+
+
 def best_schedule(program: Program, values: dict[str, int], memory: int, classes: dict | None = None,
                   tile: dict | None = None, *, limit: int = DEFAULT_LIMIT) -> ScheduleIo:
-    """Replay the program's loop order and tilings derived from ``tile`` (``{class: size}`` of the tile
-    classes ``{class: loop variables}``, outermost first).  Shapes: the tile, and the tile with each
+    """Replay the program's loop order, tilings derived from ``tile`` (``{class: size}`` of the tile
+    classes ``{class: loop variables}``, outermost first) and the owner-aligned orders of
+    :func:`meshplan.models.soap.aligned.owner_orders`.  Shapes: the tile, and the tile with each
     class in turn set to 1; tile-loop orders: the given one, each class moved innermost, and the
     reversed one; each shape is scaled so two consecutive tiles fit ``memory``, then the best is tuned
     by ×2/×½ per class.  Every order is checked with :func:`legal`; when no rectangular tiling is
@@ -126,11 +139,15 @@ def best_schedule(program: Program, values: dict[str, int], memory: int, classes
                          "instance touches; give a larger S")
     plain = replay_order(trace, loop_order(trace), memory)
     cands = [Candidate("loop order", (), (), True, plain)]
+    owned = _owner_candidates(trace, values, memory)
     notes = []
     classes = {c: tuple(m) for c, m in (classes or {}).items() if _extent(trace, m) > 1}
     if not classes or not tile:
-        notes.append("no tiling for this program: the plain loop order is replayed")
-        return ScheduleIo(memory, cands[0], plain, tuple(cands), trace.instances, tuple(notes))
+        notes.append("no tiling from the SOAP tiles for this program: the loop order and the owner-aligned "
+                     "orders are replayed")
+        cands += owned
+        best = min((c for c in cands if c.legal), key=lambda c: c.io.total)
+        return ScheduleIo(memory, best, plain, tuple(cands), trace.instances, tuple(notes))
     names = list(classes)
     base = {c: max(1, int(tile.get(c, 1))) for c in names}
     shapes = [("tile", set())] + [(f"tile, {c}=1", {c}) for c in names if len(names) > 1]
@@ -152,7 +169,7 @@ def best_schedule(program: Program, values: dict[str, int], memory: int, classes
             break
     tiled = [c for c in cands[1:] if c.legal]
     if not tiled:
-        notes.append("no tiling derived from the SOAP tiles is legal here: the plain loop order is replayed")
+        notes.append("no tiling derived from the SOAP tiles is legal here")
     else:
         top = min(tiled, key=lambda c: c.io.total)
         cl = {c: classes[c] for c, _ in top.tiles}
@@ -173,9 +190,11 @@ def best_schedule(program: Program, values: dict[str, int], memory: int, classes
                         break
             if not improved:
                 break
+    cands += owned
     best = min((c for c in cands if c.legal), key=lambda c: c.io.total)
-    if best is cands[0] and not notes:
-        notes.append("no legal tiling moves fewer words than the plain loop order, which is reported")
+    if best is cands[0]:
+        notes.append("no legal tiling or owner-aligned order moves fewer words than the plain loop order, "
+                     "which is reported")
     return ScheduleIo(memory, best, plain, tuple(cands), trace.instances, tuple(notes))
 
 
