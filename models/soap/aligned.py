@@ -140,6 +140,7 @@ def owner_blocks(trace: Trace, values: dict[str, int], size: tuple[int, int], *,
         other = np.maximum(1, np.rint((r * c) ** (1.0 / np.maximum(rk, 1)))).astype(np.int64)
         edge[:, d] = np.where(rk == 2, r if d == 0 else c, other)
     coord = np.floor_divide(idx[root], edge)
+    coord -= coord.min(axis=0, initial=0)  # (subscripts may be negative)
     key = arr[root].astype(np.int64)
     for d in range(coord.shape[1]):      # one integer per block (arrays' numbers, then coordinates)
         key = key * (int(coord[:, d].max(initial=0)) + 1) + coord[:, d]

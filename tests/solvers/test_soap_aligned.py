@@ -102,3 +102,16 @@ def test_left_looking_schedule_within_four_times_the_bound(name):
     assert res.best.legal and res.best.label.startswith("owner blocks")
     assert lower <= res.best.io.total <= 4 * lower
     assert res.best.io.total < res.loop_order.total / 2
+
+
+def test_blocks_of_negative_subscripts_stay_apart():
+    from meshplan.models.loops.frontend import parse_source
+
+    (p,) = parse_source("""
+def shifted(N):
+    for i in range(N):
+        for j in range(N):
+            A[i - N, j - N] = B[i, j] + A[i - N, j - N]
+""")
+    tr = build_trace(p, {"N": 4})
+    assert len(np.unique(owner_blocks(tr, {"N": 4}, (2, 2)))) == 4
