@@ -14,9 +14,10 @@ exact trace alone, so they apply to any program:
   An element whose every read sees a write of the reader's own block (a temporary) keeps only the
   edges to the block of its last writer: blocks run whole, so no other block comes between a write
   of it and its reads;
-* if that graph is acyclic, the blocks run in a topological order (ties: the block whose first, or
-  last, instance comes first in program order), each block in program order.  A cycle means no
-  candidate for that block shape;
+* if that graph is acyclic, the blocks run in a topological order (ties: the block whose first
+  instance comes first in program order; :func:`block_ranks` also offers the last instance, which
+  won on no example and is not tried), each block in program order.  A cycle means no candidate for
+  that block shape;
 * where chains pass through a temporary (ludcmp's ``w``), a second variant stores each chain's
   temporary in the element the chain ends by writing (:func:`_coalesced`: a storage mapping of the
   same CDAG) and runs each block level by level (longest dependence path within the block), so the
@@ -293,7 +294,7 @@ def _levels(deps: tuple, blocks: np.ndarray, start: np.ndarray) -> np.ndarray:
 
 def owner_orders(trace: Trace, values: dict[str, int], memory: int):
     """Yield ``(label, order, trace)`` for the owner-aligned candidates (every block shape of
-    :func:`owner_sizes`, both tie-breaks; each block in program order, and, where chains have
+    :func:`owner_sizes`; each block in program order, and, where chains have
     temporaries, in place on :func:`_coalesced`'s trace level by level within the block, so that the
     chains of one block advance together — the reduction index outermost) whose block graph is acyclic;
     the caller checks each order with :func:`~meshplan.models.soap.replay.legal` on the ``trace`` given."""
@@ -306,7 +307,7 @@ def owner_orders(trace: Trace, values: dict[str, int], memory: int):
     seen = set()
     for size in owner_sizes(memory):
         blocks = owner_blocks(trace, values, size, deps=deps, written=written, root=root)
-        ranks = block_ranks(trace, blocks, deps)
+        ranks = block_ranks(trace, blocks, deps, ("first",))
         if ranks is None:
             continue
         if depth is None:                   # (built once, when some block graph is acyclic)
@@ -314,7 +315,7 @@ def owner_orders(trace: Trace, values: dict[str, int], memory: int):
             merged = _coalesced(trace, deps, proot)
             mdeps = _dependences(merged) if merged is not None else None
         levels = _levels(mdeps, blocks, depth) if merged is not None else None
-        for prefer, rank in zip(("first", "last"), ranks):
+        for prefer, rank in zip(("first",), ranks):
             for inner, tr in ((None, trace), (levels, merged)):
                 if tr is None:
                     continue
