@@ -18,6 +18,7 @@ from dataclasses import replace
 import sympy as sp
 
 from meshplan.models.loops.program import Program, Statement
+from meshplan.models.soap.live import at_instances, live_instances, margin, partial_reads
 from meshplan.models.soap.symbolic import simplified
 
 
@@ -45,23 +46,25 @@ def dead_statements(program: Program) -> tuple[str, ...]:
                for st in touching):
             continue
         elems = [_elements(st, params) for st in touching]
-        covered: dict[int, bool] = {}      # writer -> whether an overwrite covers every element it writes
+        over: dict[int, list[int]] = {}      # writer -> the later writers that overwrite it
         for j, st in enumerate(touching):
             if elems[j] is None:
                 continue
-            over = [k for k, later in enumerate(touching[j + 1:], start=j + 1)
-                    if elems[k] is not None and _may_overlap(elems[j], elems[k]) and _runs(later, params)
-                    and not any(a.array == arr for a in later.inputs)]
-            if over:
-                covered[j] = any(elems[k] == elems[j] for k in over)
-        # a survivor of a partial overwrite (an element outside the overwrite's range) that a kept statement
-        # reads would become an initial value, an input: its writer stays unless every later reader goes too
+            over[j] = [k for k, later in enumerate(touching[j + 1:], start=j + 1)
+                       if elems[k] is not None and _may_overlap(elems[j], elems[k]) and _runs(later, params)
+                       and not any(a.array == arr for a in later.inputs)]
+        covered = {j: any(elems[k] == elems[j] for k in ks) for j, ks in over.items() if ks}
+        # a value of a writer that a kept statement reads (a survivor of a partial overwrite, or any value
+        # before the overwrite) would become an initial value, an input: the writer stays unless every later
+        # reader goes too or reads only elements that an overwrite after the writer, before it, rewrote
         changed = True
         while changed:
             changed = False
-            for j in [j for j, full in covered.items() if not full]:
-                if any(k not in covered and any(a.array == arr for a in touching[k].inputs)
-                       for k in range(j + 1, len(touching))):
+            for j in list(covered):
+                if any(r not in covered and any(a.array == arr for a in touching[r].inputs)
+                       and not any(j < k < r and (elems[k] == elems[j] or _covers(elems[k], elems[r]))
+                                   for k in over[j])
+                       for r in range(j + 1, len(touching))):
                     del covered[j]
                     changed = True
         dead.extend(touching[j].name for j in sorted(covered))
@@ -169,9 +172,9 @@ def _past_an_overwrite(w: str, writers: list, free: set, program: Program) -> bo
     return False
 
 
-def _covers(a: tuple | None, b: tuple) -> bool:
+def _covers(a: tuple | None, b: tuple | None) -> bool:
     """Whether element ranges ``a`` contain ``b`` whatever the sizes (unit steps, constant gaps)."""
-    if a is None:
+    if a is None or b is None:
         return False
     for (la, ua, sa), (lb, ub, sb) in zip(a, b):
         lo, hi = sp.expand(lb - la), sp.expand(ua - ub)
@@ -193,7 +196,7 @@ def last_iterations(program: Program) -> tuple[Program, tuple[str, ...], tuple]:
     ``B[M − 1]``, ``y`` and ``w``, however large ``M`` is).  A statement with a loop that runs no iteration
     at any size (``range(i + 1, i + 1)``) has no vertices and is left out first (as a writer it would still
     shape its array's chain of versions).  Then for each statement, from a backward pass from the outputs
-    over the program's trace at sample sizes (:func:`_live_instances`):
+    over the program's trace at sample sizes (:func:`live_instances`):
 
     * a statement with instances but none of them live is left out (it has another writer of its array:
       the last values of a sole writer are outputs);
@@ -202,9 +205,13 @@ def last_iterations(program: Program) -> tuple[Program, tuple[str, ...], tuple]:
       depends on the sizes alone, is cut to its last iteration, ``range(U − 1, U)`` (``range(L, L + 1)``
       when it runs downwards), when no instance in an iteration before the last is live; the third value
       lists ``(statement, length)`` for a cut loop that can be empty (``range(1, N)``): the statement has
-      no vertices where the length is ≤ 0.  A cut loop nothing of the statement names is dropped;
+      no vertices where the length is ≤ 0 (a length that grows with the sizes and is ≥ 1 once every size
+      is ≥ 2).  A cut loop nothing of the statement names is dropped;
     * a loop whose variable the output subscripts use loses its first or last iterations when they hold
-      no live instance, by the same constant at every sample (:func:`_margin`).
+      no live instance, by the same constant at every sample (:func:`margin`).
+
+    The fourth value lists the ``(statement, input array)`` reads that the trivial floor does not count
+    (:func:`partial_reads`).
 
     A statement that updates its element in place (``y[j] += …``) in a loop where no other statement
     rewrites the array carries its value to the next iteration, so none of its loops is cut there, and a
@@ -225,12 +232,13 @@ def last_iterations(program: Program) -> tuple[Program, tuple[str, ...], tuple]:
     drops = [any(j != k and o.output.array == st.output.array for j, o in enumerate(sts))
              for k, st in enumerate(sts)]
     if not any(drops) and not any(cuts):
-        return program, tuple(notes), ()
-    lives = _live_instances(program)
+        return program, tuple(notes), (), ()
+    lives = live_instances(program)
     if lives is None:
-        return program, tuple(notes), ()
+        return program, tuple(notes), (), ()
     kept: list[Statement] = []
     guards: list[tuple[str, sp.Expr]] = []
+    partial: list[tuple[str, str]] = []
     for k, st in enumerate(sts):
         mine = [(values, tr, live, tr.stmt == k) for values, tr, live in lives]
         if drops[k] and all(at.any() and not (live & at).any() for _, _, live, at in mine):
@@ -241,8 +249,9 @@ def last_iterations(program: Program) -> tuple[Program, tuple[str, ...], tuple]:
         for d in cuts[k]:
             lp = st.loops[d]     # its last iteration is upper − 1, or lower when it runs downwards
             last = lp.lower if lp.descending else lp.upper - 1
-            if all(not (live & at & (tr.vars[lp.var] != _at(last, tr, values))).any()
-                   for values, tr, live, at in mine):
+            if any(at.any() for _, _, _, at in mine) and all(
+                    not (live & at & (tr.vars[lp.var] != at_instances(last, tr, values))).any()
+                    for values, tr, live, at in mine):
                 # the one iteration of a loop that nothing of the statement names is the statement itself
                 # (as a loop of length one it would still make a chain of versions)
                 alone = sum(x is not None for x in loops) == 1
@@ -256,45 +265,27 @@ def last_iterations(program: Program) -> tuple[Program, tuple[str, ...], tuple]:
             if lp is None or not drops[k] or loops[d] is not st.loops[d] \
                     or not any(lp.symbol in e.free_symbols for e in st.output.index):
                 continue
-            first = _margin(lp, lp.lower, mine, 1)          # iterations dead at the start, then at the end
-            end = _margin(lp, lp.upper - 1, mine, -1)
+            first = margin(lp, lp.lower, mine, 1)          # iterations dead at the start, then at the end
+            end = margin(lp, lp.upper - 1, mine, -1)
             if first or end:
                 loops[d] = replace(lp, lower=lp.lower + first, upper=lp.upper - end)
                 notes.append(f"statement {st.name}: the first {first} and the last {end} iteration(s) of loop "
                              f"{lp.var} lie on no path to an output: they are not counted")
         kept.append(replace(st, loops=tuple(lp for lp in loops if lp is not None)))
+        partial += partial_reads(kept[-1], mine, {o.output.array for o in sts})
     if not kept:
-        return program, tuple(notes), ()
-    return replace(program, statements=tuple(kept)), tuple(notes), tuple(guards)
-
-
-def _at(expr, tr, values) -> "np.ndarray":
-    """``expr`` (a loop bound) at every instance of trace ``tr`` taken at sizes ``values``."""
-    from meshplan.models.soap.replay import _numeric
-
-    return _numeric(expr, {**tr.vars, **values}, tr.instances)
-
-
-def _margin(lp, end, mine, sign: int) -> int:
-    """How many iterations of loop ``lp`` from its bound ``end`` (``sign`` 1: the lower one, −1: the last)
-    hold no live instance of the statement at every sample (``mine`` as in :func:`last_iterations`): the
-    same constant at each sample where the statement has a live instance, else 0 (a margin that grows with
-    the sizes is no constant cut)."""
-    seen, removes = set(), False
-    for values, tr, live, at in mine:
-        sel = live & at
-        if sel.any():
-            off = sign * (tr.vars[lp.var] - _at(end, tr, values))
-            seen.add(int(off[sel].min()))
-            removes |= bool((at & (off < min(seen))).any())
-    return seen.pop() if len(seen) == 1 and min(seen) > 0 and removes else 0
+        return program, tuple(notes), (), ()
+    return replace(program, statements=tuple(kept)), tuple(notes), tuple(guards), tuple(partial)
 
 
 def _length(lp, params: set) -> sp.Expr | None:
-    """The number of iterations of loop ``lp`` when it depends on the sizes alone (``N − 1`` for
-    ``range(1, N)``), else None."""
+    """The number of iterations of loop ``lp`` when it depends on the sizes alone, grows with them and is
+    at least 1 once every size is at least 2 (``N − 1`` for ``range(1, N)``; not ``M − N``), else None."""
     length = sp.expand(lp.upper - lp.lower)
-    return length if length.free_symbols <= params and lp.step == 1 else None
+    if not (length.free_symbols and length.free_symbols <= params and lp.step == 1):
+        return None
+    grows = all(length.coeff(p).is_number and length.coeff(p) > 0 for p in length.free_symbols)
+    return length if grows and length.subs({p: 2 for p in length.free_symbols}) >= 1 else None
 
 
 def _unnamed(st: Statement, d: int) -> bool:
@@ -343,52 +334,3 @@ def _always_runs(st: Statement, d: int, params: set) -> bool:
                 return False
         expr = sp.expand(expr.subs({s: 1 if s in params else outer[s].lower for s in expr.free_symbols}))
     return bool(expr.is_number and expr >= 1)
-
-
-def dead_at(program: Program, sizes: dict[str, int]) -> set[str]:
-    """The statements of ``program`` with instances at ``sizes`` but none on a path to an output there
-    (empty when the trace is too large).  A statement that only an empty loop reads is one (``B += C[i]``
-    read by ``C[j] += B`` over ``range(i + 1, M)``, and overwritten by ``B = 1.0``, at M = 1): at those
-    sizes its vertices, and the inputs they read, count nothing."""
-    got = _live_instances(program, [sizes])
-    if got is None:
-        return set()
-    (_, tr, live), = got
-    return {st.name for k, st in enumerate(program.statements)
-            if (tr.stmt == k).any() and not (live & (tr.stmt == k)).any()}
-
-
-def _live_instances(program: Program, samples: list | None = None) -> list | None:
-    """``[(sizes, trace, live)]`` at each sample: every size parameter equal to one of the temporaries'
-    sample sizes, and (with two parameters or more) the two smallest of them alternating over the parameters
-    both ways, so that sizes which differ are sampled too; ``live[n]`` whether instance ``n`` lies on a path
-    to an output (an element's last value) of the CDAG.  None when a trace is too large or cannot be built."""
-    import numpy as np
-
-    from meshplan.models.core.errors import ModelError
-    from meshplan.models.soap.expand import SAMPLE_SIZES
-    from meshplan.models.soap.replay import build_trace, loop_order, producers, stream
-
-    if samples is None:
-        samples = [{p: size for p in program.params} for size in SAMPLE_SIZES]
-    if len(program.params) > 1 and len(samples) == len(SAMPLE_SIZES):
-        lo, hi = sorted(SAMPLE_SIZES)[:2]
-        samples += [{p: (lo, hi)[(k + flip) % 2] for k, p in enumerate(program.params)} for flip in (0, 1)]
-    out = []
-    for values in samples:
-        try:
-            tr = build_trace(program, values, limit=200_000)
-        except ModelError:
-            return None
-        live = np.zeros(tr.instances, dtype=bool)
-        el, wr, inst = stream(tr, loop_order(tr))
-        if el.size:
-            prod, final = producers(el, wr, inst)
-            live[final[final >= 0]] = True
-            read = ~wr & (prod >= 0)
-            src, dst = prod[read], inst[read]
-            for k in np.argsort(-dst, kind="stable").tolist():    # readers before their producers
-                if live[dst[k]]:
-                    live[src[k]] = True
-        out.append((values, tr, live))
-    return out

@@ -20,7 +20,8 @@ import sympy as sp
 
 from meshplan.models.core.errors import ModelError
 from meshplan.models.soap.access import Finding, check_conditions
-from meshplan.models.soap.dead import dead_at, dead_statements, last_iterations
+from meshplan.models.soap.dead import dead_statements, last_iterations
+from meshplan.models.soap.live import dead_at
 from meshplan.models.soap.expand import expand_temporaries
 from meshplan.models.soap.scalars import split_scalars
 from meshplan.models.loops.program import Program, sym
@@ -73,6 +74,8 @@ class ProgramBound:
     #: ``(statement, length)``: a statement whose loop was cut to its last iteration has no vertices where
     #: that loop's length (``N − 1`` for ``range(1, N)``) is ≤ 0 (models/soap/dead.py ``last_iterations``)
     guards: tuple = ()
+    #: ``(statement, input array)`` whose reads the trivial floor does not count (some only dead instances read)
+    partial_reads: tuple = ()
 
     @property
     def dominant(self) -> ArrayBound | None:
@@ -184,7 +187,7 @@ class ProgramBound:
                 n += (enumerated(st, sizes) or 0) if name in bad else float(sp.N(iterations(st).subs(subs)))
             if n > 0:
                 total += n / rho_of(a)
-        triv, _ = trivial_bound(self.stored or self.program, skip=bad_stored)
+        triv, _ = trivial_bound(self.stored or self.program, skip=bad_stored, skip_reads=frozenset(self.partial_reads))
         total = max(total, float(sp.N(triv.subs(subs))))
         return total / float(values.get("p", 1))
 
@@ -198,7 +201,7 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
     (:mod:`meshplan.solvers.soap.screen`) cannot lead any of its arrays is not derived and
     reports that bound; ``screen=False`` derives every subgraph."""
     t0 = time.perf_counter()
-    program, cut_notes, guards = last_iterations(program)    # earlier iterations dead (models/soap/dead.py)
+    program, cut_notes, guards, partial = last_iterations(program)    # earlier iterations dead (models/soap/dead.py)
     stored = program   # splitting and expansion rename values, not outputs: the trivial floor counts these
     program, split_notes = split_scalars(program)
     split_notes = cut_notes + split_notes
@@ -248,7 +251,7 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
         arrays.append(ArrayBound(A, verts, rho, best, writers))
     soap = sp.Add(*[a.vertices / a.rho for a in arrays if a.rho != sp.oo])
     lead = leading_term(arrays, program.params)
-    triv, counted = trivial_bound(stored)
+    triv, counted = trivial_bound(stored, skip_reads=frozenset(partial))
     win = window_bound(stored)
     pieces, leads = [soap], [lead]
     if triv != 0:
@@ -266,7 +269,7 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
         notes.append(f"the window bound of {win.pivot} (one value per step of {win.loop} that the next step "
                      f"waits for; {win.reads} inputs read per step) is {win.bound}")
     return ProgramBound(program, findings, tuple(results), tuple(arrays), bound, lead, bound / P,
-                        time.perf_counter() - t0, tuple(notes), triv, stored, win, guards)
+                        time.perf_counter() - t0, tuple(notes), triv, stored, win, guards, partial)
 
 
 def _leading_params(expr: sp.Expr, params) -> sp.Expr:

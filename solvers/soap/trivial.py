@@ -55,9 +55,10 @@ def _count(st: Statement, acc: Access) -> sp.Expr | None:
     return sp.factor(simplified(expr))
 
 
-def trivial_bound(program: Program, skip=frozenset()) -> tuple[sp.Expr, tuple[str, ...]]:
+def trivial_bound(program: Program, skip=frozenset(), skip_reads=frozenset()) -> tuple[sp.Expr, tuple[str, ...]]:
     """``(Σ inputs read + Σ outputs written, the arrays counted)``; the accesses of the statements named in
-    ``skip`` count nothing (their counts do not hold at some sizes: the floor only gets smaller)."""
+    ``skip`` count nothing (their counts do not hold at some sizes: the floor only gets smaller), nor the
+    reads of ``(statement, array)`` in ``skip_reads`` (some elements only dead instances read)."""
     written = {st.output.array for st in program.statements}
     dead = set(dead_statements(program))   # overwritten before any read: no schedule needs their inputs
     readers: dict[str, set[str]] = {}
@@ -68,7 +69,7 @@ def trivial_bound(program: Program, skip=frozenset()) -> tuple[sp.Expr, tuple[st
     for arr in program.arrays:
         if arr not in written:
             accs = [(st, a) for st in program.statements if st.name not in dead and st.name not in skip
-                    for a in st.inputs if a.array == arr]
+                    and (st.name, arr) not in skip_reads for a in st.inputs if a.array == arr]
         elif readers.get(arr, set()) <= {w.name for w in program.writers(arr)}:
             accs = [(st, st.output) for st in program.writers(arr) if st.name not in skip]
         else:

@@ -145,3 +145,55 @@ def test_the_cuts_are_named():
     assert _bound(res, {"N": 1, "M": 1, "S": 2}) == 0
     res = analyze(parse_source(CONSTANT_PAST_AN_OVERWRITE)[0])
     assert not any("overwritten before any other statement reads it" in n for n in res.notes), res.notes
+
+
+#: B[j] += C is partly overwritten by B[i] = … over range(1, M) (not B[0]); B[k] += 1.0 reads B over a
+#: range that depends on j (no plain element range): the overwrite's rule must keep B[j] += C
+#: (its B[0] survives, and the last update may read any element)
+READER_WITHOUT_A_RANGE = """def f(N, M):
+    for i in range(0, N):
+        C = Y[i + 1]
+    for i in range(0, M):
+        for j in range(0, M):
+            B[j] += C
+    for i in range(1, M):
+        B[i] = X * A[i + 1, i + 1]
+    for i in range(1, M):
+        for j in range(i + 1, N):
+            for k in range(j + 1, N):
+                B[k] += 1.0
+"""
+
+#: C[1] += A[1] is overwritten by C[1] = C[2] and read by nothing, so A[1] need not be loaded: the trivial
+#: floor counted it (6 against 5 at N = 2, M = 3) ...
+READ_ONLY_BY_A_DEAD_INSTANCE = """def f(N, M):
+    for i in range(0, M):
+        C[i] = 1.0
+    for i in range(0, M):
+        C[i] += A[i]
+    for i in range(1, N):
+        C[i] = C[i + 1]
+"""
+
+#: ... and a partial overwrite whose survivors only updates inside the overwrite's range read
+#: (C[1] = C[1]·X[1, 1]·C[1] reads the constant 1.0): the writers before it are dead (6.67 against 5 at
+#: N = M = 2 when the survivors' rule kept them)
+READ_INSIDE_THE_OVERWRITE = """def f(N, M):
+    for i in range(0, N):
+        C[i] = A[i] * B[i, i]
+    for i in range(0, M):
+        C[i] += A[i]
+    for i in range(1, N):
+        C[i] = 1.0
+    for i in range(1, N):
+        C[i] = C[i] * X[i, i] * C[i]
+"""
+
+
+@pytest.mark.parametrize("src", [READER_WITHOUT_A_RANGE, READ_ONLY_BY_A_DEAD_INSTANCE, READ_INSIDE_THE_OVERWRITE],
+                         ids=["reader-without-a-range", "read-only-by-a-dead-instance", "read-inside-the-overwrite"])
+def test_overwrites_and_dead_reads(src):
+    test_the_bound_is_at_most_the_optimal_pebbling(src)
+    (p,) = parse_source(src)
+    trace = build_trace(p, {"N": 6, "M": 5})
+    assert _bound(analyze(p), {"N": 6, "M": 5, "S": 8}) <= replay_order(trace, loop_order(trace), 8).total
