@@ -16,8 +16,31 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", parent=settings.get_profile("default"), max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def _final_memory(trace, order):
+    """Final memory when every statement writes a hash of (its index, the values it reads): two orders of a
+    trace compute the same when these are equal."""
+    mem, m = {}, (1 << 61) - 1
+    for n in order.tolist():
+        acc = int(trace.stmt[n]) + 7
+        for e, w in zip(trace.elems[n].tolist(), trace.is_write[n].tolist()):
+            if e < 0:
+                continue
+            if w:
+                mem[e] = acc
+            else:
+                acc = (acc * 1000003 + mem.get(e, e * 31 + 1)) % m
+    return mem
+
+
+@pytest.fixture(scope="session")
+def final_memory():
+    """``final_memory(trace, order)``: the final memory of executing ``order`` of a replay trace."""
+    return _final_memory

@@ -18,44 +18,29 @@ from meshplan.models.soap.schedules import best_schedule
 EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
 
 
-def _execute(trace, order):
-    """Final memory when every statement writes a hash of (its index, the values it reads)."""
-    mem, m = {}, (1 << 61) - 1
-    for n in order.tolist():
-        acc = int(trace.stmt[n]) + 7
-        for e, w in zip(trace.elems[n].tolist(), trace.is_write[n].tolist()):
-            if e < 0:
-                continue
-            if w:
-                mem[e] = acc
-            else:
-                acc = (acc * 1000003 + mem.get(e, e * 31 + 1)) % m
-    return mem
-
-
 def _lower(p, sizes):
     v = analyze_bound(p, params=sizes, tiles=False).values
     return max(v["bound"], v["bound_numeric"])
 
 
 @pytest.mark.parametrize("name", ["lu", "cholesky", "ludcmp"])
-def test_owner_orders_are_legal_and_compute_the_same(name):
+def test_owner_orders_are_legal_and_compute_the_same(name, final_memory):
     (p,) = parse_file(str(EX / f"{name}.py"))
     sizes = {"N": 9, "S": 16}
     tr = build_trace(p, sizes)
-    ref = _execute(tr, loop_order(tr))
+    ref = final_memory(tr, loop_order(tr))
     lower = _lower(p, sizes)
     found = 0
     for _label, order, on in owner_orders(tr, sizes, 16):
         assert sorted(order.tolist()) == list(range(tr.instances))
         assert legal(on, order)
-        assert _execute(on, order) == ref
+        assert final_memory(on, order) == ref
         assert replay_order(on, order, 16).total >= lower
         found += 1
     assert found >= len(owner_sizes(16))
 
 
-def test_ludcmp_reorders_whole_chains_through_its_scalar():
+def test_ludcmp_reorders_whole_chains_through_its_scalar(final_memory):
     """``w = A[i, j]; w -= …; A[i, j] = w / A[j, j]``: each chain of ``w`` belongs to the block of its
     ``A[i, j]``, and chains of different blocks are reordered (the writes of ``w`` change order, every
     read still sees its writer)."""
@@ -67,10 +52,10 @@ def test_ludcmp_reorders_whole_chains_through_its_scalar():
     assert len(np.unique(blocks[np.isin(tr.stmt, w)])) > 1
     label, order, on = next(iter(owner_orders(tr, sizes, 16)))
     assert on is tr and not np.array_equal(order, loop_order(tr))
-    assert legal(tr, order) and _execute(tr, order) == _execute(tr, loop_order(tr))
+    assert legal(tr, order) and final_memory(tr, order) == final_memory(tr, loop_order(tr))
 
 
-def test_ludcmp_chains_run_in_place_level_by_level():
+def test_ludcmp_chains_run_in_place_level_by_level(final_memory):
     """Each chain of ``w`` is stored in the ``A[i, j]`` (``y[i]``, ``x[i]``) it ends by writing, except
     the chain that leaves ``w``'s final value; the chains of a block then advance together."""
     (p,) = parse_file(str(EX / "ludcmp.py"))
@@ -82,7 +67,7 @@ def test_ludcmp_chains_run_in_place_level_by_level():
     kept = np.isin(tr.stmt, w) & (merged[0][2].elems == tr.elems).all(axis=1)
     assert 0 < kept.sum() < np.isin(tr.stmt, w).sum()
     for _lab, order, on in merged:
-        assert legal(on, order) and _execute(on, order) == _execute(tr, loop_order(tr))
+        assert legal(on, order) and final_memory(on, order) == final_memory(tr, loop_order(tr))
         assert not legal(tr, order)        # with the one scalar w the interleaved chains would clash
 
 
