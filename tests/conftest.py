@@ -3,9 +3,13 @@
 Hypothesis profiles (``pytest --hypothesis-profile NAME`` or ``HYPOTHESIS_PROFILE=NAME``):
 
 * ``default`` — no per-example deadline (the CI machine is a shared 2-core box where one example can
-  wait seconds for a core; a deadline there flags load, not a bug) and no ``too_slow`` health check;
-  example counts are the tests' own (``@settings(max_examples=…)``, chosen per property).
-* ``thorough`` — the same, and every property test that does not fix its own count draws 1000
+  wait seconds for a core; a deadline there flags load, not a bug), no ``too_slow`` health check, and
+  derandomized: each test draws the same examples on every run, so a red CI run reproduces and a green
+  one means the same code passes the same cases. Example counts are the tests' own
+  (``@settings(max_examples=…)``, chosen per property).
+* ``fuzz`` — the same but random: every run draws new examples (``--hypothesis-seed=N`` replays one).
+  This is how the property tests look for new failures; each one found becomes a plain test.
+* ``thorough`` — ``fuzz``, and every property test that does not fix its own count draws 1000
   examples; for a nightly run.
 
 ``pytest -m "not slow"`` is the fast subset (README, *Quick start*): it leaves out the tests marked
@@ -19,8 +23,9 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("thorough", parent=settings.get_profile("default"), max_examples=1000)
+settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+settings.register_profile("fuzz", parent=settings.get_profile("default"), derandomize=False)
+settings.register_profile("thorough", parent=settings.get_profile("fuzz"), max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 

@@ -143,8 +143,13 @@ class Statement:
 
     @property
     def reads(self) -> tuple[Access, ...]:
-        """The accesses the statement reads (its inputs)."""
-        return self.inputs
+        """The distinct accesses the statement reads, in order of first appearance (``A[i, i] * A[i, i]``
+        reads ``A[i, i]`` once): a trace's access columns are these, then the output."""
+        out: list[Access] = []
+        for a in self.inputs:
+            if a not in out:
+                out.append(a)
+        return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ import heapq
 
 import numpy as np
 
-from meshplan.models.soap.replay import Trace, _numeric, legal, loop_order, producers, stream
+from meshplan.models.soap.replay import Trace, at_points, legal, loop_order, producers, stream
 
 __all__ = ["owner_blocks", "block_order", "owner_orders", "owner_sizes"]
 
@@ -62,7 +62,7 @@ def _written_index(trace: Trace, values: dict[str, int]) -> tuple[np.ndarray, np
         env = {**params, **{lp.var: trace.vars[lp.var][sel] for lp in st.loops}}
         arr[sel] = arrays.index(st.output.array)
         for d, e in enumerate(st.output.index):
-            idx[sel, d] = _numeric(e, env, sel.size)
+            idx[sel, d] = at_points(e, env, sel.size)
     return arr, idx
 
 

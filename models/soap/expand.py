@@ -93,12 +93,8 @@ def _element_ids(trace, program: Program, array: str) -> np.ndarray:
     """The element ids of ``array`` in ``trace`` (the write and read columns of its accesses)."""
     out = []
     for si, st in enumerate(program.statements):
-        reads: list[Access] = []
-        for a in st.inputs:
-            if a not in reads:
-                reads.append(a)
         rows = trace.stmt == si
-        for col, a in enumerate([*reads, st.output]):
+        for col, a in enumerate([*st.reads, st.output]):
             if a.array == array:
                 out.append(trace.elems[rows, col])
     return np.unique(np.concatenate(out)) if out else np.zeros(0, dtype=np.int64)

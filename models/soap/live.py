@@ -15,7 +15,7 @@ def partial_reads(st: Statement, mine, written: set) -> list[tuple[str, str]]:
     import numpy as np
 
     out = []
-    for i, acc in enumerate(st.inputs):
+    for i, acc in enumerate(st.reads):       # the trace's access columns
         if acc.array in written or (st.name, acc.array) in out:
             continue
         for values, tr, live, at in mine:
@@ -31,9 +31,9 @@ def partial_reads(st: Statement, mine, written: set) -> list[tuple[str, str]]:
 
 def at_instances(expr, tr, values) -> "np.ndarray":
     """``expr`` (a loop bound) at every instance of trace ``tr`` taken at sizes ``values``."""
-    from meshplan.models.soap.replay import _numeric
+    from meshplan.models.soap.replay import at_points
 
-    return _numeric(expr, {**tr.vars, **values}, tr.instances)
+    return at_points(expr, {**tr.vars, **values}, tr.instances)
 
 
 def margin(lp, end, mine, sign: int) -> int:

@@ -88,8 +88,9 @@ class Trace:
         return int(self.stmt.shape[0])
 
 
-def _numeric(expr: sp.Expr, env: dict[str, np.ndarray | int], n: int) -> np.ndarray:
-    """``expr`` evaluated element-wise (integer result; floor division and min/max as Python's)."""
+def at_points(expr: sp.Expr, env: dict[str, np.ndarray | int], n: int) -> np.ndarray:
+    """``expr`` at ``n`` points: ``env`` maps each free symbol to an array of ``n`` values or one integer
+    (integer result; floor division and min/max as Python's)."""
     expr = sp.sympify(expr)
     names = sorted(str(s) for s in expr.free_symbols)
     missing = [x for x in names if x not in env]
@@ -140,8 +141,8 @@ def build_trace(program: Program, values: dict[str, int], *, limit: int = DEFAUL
         n = 1
         cols: dict[str, np.ndarray] = {}
         for lp in st.loops:
-            lo = _numeric(lp.lower, {**env, **cols}, n)
-            hi = _numeric(lp.upper, {**env, **cols}, n)
+            lo = at_points(lp.lower, {**env, **cols}, n)
+            hi = at_points(lp.upper, {**env, **cols}, n)
             cnt = np.maximum(0, -(-(hi - lo) // lp.step))
             m = int(cnt.sum())
             total_here = total + m
@@ -168,13 +169,9 @@ def build_trace(program: Program, values: dict[str, int], *, limit: int = DEFAUL
     evaluated = []
     for st, n, cols, _ in per_stmt:
         env = {**params, **cols}
-        reads = []
-        for a in st.inputs:
-            if a not in reads:
-                reads.append(a)
         accs = []
-        for a in [*reads, st.output]:
-            idx = [_numeric(e, env, n) for e in a.index]
+        for a in [*st.reads, st.output]:
+            idx = [at_points(e, env, n) for e in a.index]
             accs.append((a.array, idx))
             if n:
                 box = boxes.setdefault(a.array, [[int(i.min()), int(i.max())] for i in idx])

@@ -233,6 +233,17 @@ def test_reversed_ranges_are_rejected_not_miscounted():
         analyze(p)
 
 
+def test_a_read_repeated_in_one_statement_is_one_access_column():
+    """Found by the random programs: ``B[i] += A[i, i] * B[i] * A[i, i]`` reads ``A[i, i]`` and ``B[i]``
+    twice each (with the ``+=`` read), the trace keeps one column per distinct read (``Statement.reads``),
+    and the dead-instance pass indexed the columns by the raw inputs (IndexError).  Both statements stay live, so the floor is the N + N inputs."""
+    src = ("def gen(N, M):\n    for i in range(0, N):\n        B[i] += A[i, i] * B[i] * A[i, i]\n"
+           "    for i in range(0, N):\n        B[i] += 1.0\n")
+    (p,) = parse_source(src)
+    assert sp.simplify(analyze(p).bound - 2 * sym("N")) == 0
+    assert len(p.statements[0].inputs) == 4 and len(p.statements[0].reads) == 2
+
+
 def test_triangular_nests_empty_at_a_vertex_are_accepted():
     """ludcmp's range(j) inside range(i): at i = 0 the j-loop is empty, so j = i - 1 = -1 is no
     iteration and range(j) is never reversed; the nest is valid and counted exactly."""
