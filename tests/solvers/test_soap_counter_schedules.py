@@ -181,3 +181,102 @@ def test_the_covariance_bound_holds_against_the_triangle_block_schedule_and_the_
         io = covariance_io(q, N)
         assert res.evaluate({"M": M, "N": N, "S": S(q)}) <= io
         assert M * M * N / np.sqrt(S(q)) > io   # the published SOAP entry M²N/√S is above this schedule
+
+
+# syr2k (C[i, j] += A[j, k]·B[i, k] + B[j, k]·A[i, k], j ≤ i) reads two triangular pairs on the same rows:
+# syrk's triangle-block order (same loop variables) streams both columns A[line, k] and B[line, k],
+# 2(q + 1) loads per line and k for the same (q + 1)·q/2 pair updates.  Published entry 2·M·N²/√S.
+
+def syr2k_io(q: int, M: int) -> int:
+    """The I/O of :func:`triangle_block_order` on syr2k: every ``C`` element loaded and stored once,
+    every line loads its ``q + 1`` rows of each column of ``A`` and of ``B``."""
+    N = q * q + q + 1
+    return N * (N + 1) + 2 * (q + 1) * M * N
+
+
+def _syr2k_memory(q: int) -> int:
+    """syrk's memory (a line's ``C`` block, its diagonals, two columns) plus two columns of ``B``."""
+    return _memory(q) + 2 * (q + 1)
+
+
+@pytest.mark.parametrize("q, M", [(2, 6), (3, 5), (5, 8)])
+def test_the_syr2k_triangle_block_schedule_is_legal_and_moves_what_its_formula_says(q, M):
+    N, S = q * q + q + 1, _syr2k_memory(q)
+    io = _replayed("syr2k", {"N": N, "M": M}, triangle_block_order, q, S)
+    assert io == syr2k_io(q, M)
+    assert _analyzed("syr2k").evaluate({"N": N, "M": M, "S": S}) <= io
+
+
+@pytest.mark.slow
+def test_a_replayed_syr2k_schedule_is_below_the_published_entry():
+    """q = 13 (N = 183 rows, lines of 14), M = 200, S = 149: 3.4 million instances replayed."""
+    q, M = 13, 200
+    N, S = q * q + q + 1, _syr2k_memory(q)
+    assert S == 149
+    io = _replayed("syr2k", {"N": N, "M": M}, triangle_block_order, q, S)
+    assert io == syr2k_io(q, M) == 1_058_472
+    assert io < 2 * M * N * N / np.sqrt(S)          # the entry: 1 097 410
+    assert _analyzed("syr2k").evaluate({"N": N, "M": M, "S": S}) <= io
+
+
+def test_the_syr2k_bound_holds_against_the_triangle_block_schedule_and_the_entry_does_not():
+    res = _analyzed("syr2k")
+    # a line's C block, at most q + 1 diagonals, two columns of A and of B, and two words to spare
+    S = lambda q: _syr2k_memory(q) if q == 31 else q * (q + 1) // 2 + 5 * (q + 1) + 2
+    for q, M in [(31, 1000), (127, 500), (509, 2000)]:
+        N = q * q + q + 1
+        io = syr2k_io(q, M)
+        assert res.evaluate({"N": N, "M": M, "S": S(q)}) <= io
+        assert 2 * M * N * N / np.sqrt(S(q)) > io   # the published entry 2MN²/√S is above the schedule
+
+
+# correlation: the same triangle blocks on its corr update (pairs i < j, no diagonal), after a pass per
+# column j that computes mean[j], then stddev[j], then normalises data[:, j] (each column's statements
+# read and write only that column, mean[j] and stddev[j], so the pass is legal column by column).
+
+def correlation_order(trace, q: int) -> np.ndarray:
+    """Per column j: mean (S1–S3), stddev (S4–S6), the N normalisations (S7); then corr line by line
+    (a line's inits, then its updates column k by column k)."""
+    owner = _lines_of_pairs(q)
+    v, st = trace.vars, trace.stmt
+    first = st <= 6
+    col = np.select([st <= 2, st <= 5, st == 6], [v["j"], v["j_2"], v["j_3"]], 0)
+    phase = np.select([st <= 2, st <= 5], [0, 1], 2)
+    a, b = np.maximum(v["i_4"], v["j_4"]), np.minimum(v["i_4"], v["j_4"])
+    line = np.array([owner[int(x), int(y)] if s >= 7 else -1 for x, y, s in zip(a, b, st)])
+    k = np.where(st == 7, -1, v["k"])
+    return np.lexsort((np.arange(trace.instances), np.where(first, 0, k), np.where(first, phase, line),
+                       np.where(first, col, 0), ~first))
+
+
+def correlation_io(q: int, N: int) -> int:
+    """The I/O of :func:`correlation_order` (M = q² + q + 1 columns) when a column of ``data`` does not
+    fit (N above the memory): the mean and stddev passes read it, the normalisation reads and writes it
+    (3 + 1 words per element), mean and stddev are stored; each corr line loads its q + 1 columns'
+    elements at every k, and every corr element (made in fast memory) is stored once."""
+    M = q * q + q + 1
+    return 4 * N * M + 2 * M + (q + 1) * M * N + M * (M - 1) // 2
+
+
+def _correlation_memory(q: int) -> int:
+    """A line's corr block (its q(q + 1)/2 pairs), two columns of its rows, mean[j] and stddev[j]."""
+    return q * (q + 1) // 2 + 2 * (q + 1) + 2
+
+
+@pytest.mark.parametrize("q, N", [(2, 20), (3, 30), (5, 40)])
+def test_the_correlation_triangle_block_schedule_is_legal_and_moves_what_its_formula_says(q, N):
+    M, S = q * q + q + 1, _correlation_memory(q)
+    assert N > S
+    io = _replayed("correlation", {"M": M, "N": N, "float_n": N}, correlation_order, q, S)
+    assert io == correlation_io(q, N)
+    assert _analyzed("correlation").evaluate({"M": M, "N": N, "S": S}) <= io
+
+
+def test_the_correlation_bound_holds_against_the_triangle_block_schedule_and_the_entry_does_not():
+    res = _analyzed("correlation")
+    for q, N in [(31, 600), (127, 10 * 16_257), (509, 10 * 259_591)]:
+        M, S = q * q + q + 1, _correlation_memory(q)
+        assert N > S
+        io = correlation_io(q, N)
+        assert res.evaluate({"M": M, "N": N, "S": S}) <= io
+        assert M * M * N / np.sqrt(S) > io      # the published SOAP entry M²N/√S is above this schedule
