@@ -15,11 +15,15 @@ checked here:
   brute-forced over every choice of the three row sets;
 * the bound is at most the exhaustive red–blue pebbling optimum where the CDAG is small enough, and at most
   the I/O of legal schedules replayed at larger sizes: the tool's own schedule search and a row-block order
-  (``a×b`` chains resident, partners streamed in order), the best hand-built order found.
+  (``a×b`` chains resident, partners streamed in order), the best hand-built order found;
+
+and the sketch's count of one segment (updates ≤ ``2X^{3/2}/9 + (X/2)·√f``) holds on the segments of replayed
+plays.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -221,3 +225,47 @@ def test_the_row_block_order_stays_above_the_bound_as_sizes_grow(symm, expanded)
         bound = float(res.evaluate(v))
         io, _ = _row_block_io(build_trace(expanded, v), M, M, S)
         assert bound <= io <= 3 * bound
+
+
+def _segments(trace, order: np.ndarray, memory: int, length: int) -> list[tuple[int, int, int]]:
+    """The order played through an LRU memory of ``memory`` values, cut after every ``length`` loads and
+    stores: per whole segment, the values in memory at its start or loaded in it (a dominator set of what it
+    computes), its updates and its ``temp2 = 0`` vertices."""
+    cache: OrderedDict = OrderedDict()          # element -> dirty; the value held is the element's last version
+    version: dict[int, int] = {}
+    out, io, dom, work, starts = [], 0, set(), 0, 0
+    for v in order.tolist():
+        for e, w in zip(trace.elems[v].tolist(), trace.is_write[v].tolist()):
+            if e < 0:
+                continue
+            if w:
+                version[e] = version.get(e, 0) + 1
+                cache[e] = True
+                cache.move_to_end(e)
+            elif e in cache:
+                cache.move_to_end(e)
+            else:
+                io += 1
+                dom.add((e, version.get(e, 0)))
+                cache[e] = False
+            while len(cache) > memory:
+                io += cache.popitem(last=False)[1]
+        work += int(trace.stmt[v]) in (1, 2)
+        starts += int(trace.stmt[v]) == 0
+        if io >= length:
+            out.append((len(dom), work, starts))
+            io -= length
+            dom, work, starts = {(e, version.get(e, 0)) for e in cache}, 0, 0
+    return out
+
+
+def test_the_proofs_count_of_a_segment_holds_on_replayed_plays(expanded):
+    """Each segment of ``2S`` loads and stores computes at most ``2X^{3/2}/9 + (X/2)·√f`` updates, ``X`` its
+    dominator, ``f`` its free starts (the sketch's count, before X = 3S is chosen); the row-block order's
+    segments come within 0.6–0.7 of it, the loop order's within 0.2."""
+    v = {"M": 24, "N": 24}
+    trace = build_trace(expanded, v)
+    S = 64
+    for order, near in [(row_block(trace, 6, 6), 0.5), (row_block(trace, 4, 8), 0.5), (loop_order(trace), 0.1)]:
+        ratios = [w / (2 * X**1.5 / 9 + X / 2 * f**0.5) for X, w, f in _segments(trace, order, S, 2 * S)]
+        assert len(ratios) > 10 and max(ratios) <= 1 and max(ratios) >= near
