@@ -269,3 +269,29 @@ def test_the_proofs_count_of_a_segment_holds_on_replayed_plays(expanded):
     for order, near in [(row_block(trace, 6, 6), 0.5), (row_block(trace, 4, 8), 0.5), (loop_order(trace), 0.1)]:
         ratios = [w / (2 * X**1.5 / 9 + X / 2 * f**0.5) for X, w, f in _segments(trace, order, S, 2 * S)]
         assert len(ratios) > 10 and max(ratios) <= 1 and max(ratios) >= near
+
+
+def test_a_subcomputation_above_the_matrix_product_chi_exists(symm):
+    """What the method cannot prove: in rows ``s … s + n − 1`` and ``m`` columns, the ``temp2`` updates of the
+    upper ``n/2`` rows at the block's partners below them and the ``C`` updates of the lower ``n/2`` rows at the
+    block's partners above them. Each chain's part is one run of consecutive partners, so a dominator is the
+    ``A`` and ``B`` elements read plus one entry per chain; the updates exceed ``(X/3)^{3/2}``, the χ for which
+    ``2M²N/√S`` would follow (about ``√6·X^{3/2}/12`` at ``n² = 2X/3``)."""
+    p, _ = symm
+    n, m, s = 40, 20, 40
+    trace = build_trace(p, {"M": s + n, "N": m})
+    x, j, q = _chains(trace)
+    upper = (x >= s + n // 2) & (x < s + n) & (q >= s) & (q < x)
+    lower = (x >= s) & (x < s + n // 2) & (q > x) & (q < s + n)
+    h = np.flatnonzero(upper | lower)
+    assert set(trace.stmt[h].tolist()) == {1, 2}                    # updates only: temp2 += … and C[k, j] += …
+    runs = {}
+    for v in h.tolist():
+        runs.setdefault((int(x[v]), int(j[v])), []).append(int(q[v]))
+    assert all(sorted(r) == list(range(min(r), max(r) + 1)) for r in runs.values())
+    el, wr = trace.elems[h], trace.is_write[h]
+    own = set(el[wr].tolist())                                      # the chain values' elements (C, temp2)
+    inputs = set(el[~wr & (el >= 0)].tolist()) - own                # the A and B elements read
+    dom = len(inputs) + len(runs)
+    assert len(inputs) == n * (n - 1) // 2 + n * m and len(runs) == n * m
+    assert len(h) > (dom / 3) ** 1.5
