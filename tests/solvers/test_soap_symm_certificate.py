@@ -88,8 +88,9 @@ def row_block(trace, a: int, b: int) -> np.ndarray:
 def test_the_cdag_is_one_chain_per_element(symm, M, N):
     """Chain ``(x, j)`` runs through the partners ``−1, 0, …, M − 1`` in order (``temp2 = 0`` at −1, the
     ``C[x, j] = β·C[x, j] + …`` step at ``x``): every vertex's one computed predecessor is the chain's vertex at
-    the partner before; an update at partner ``q`` reads two inputs, the ``A`` element of the pair ``{x, q}``
-    (one vertex for both orders and every column) and ``B[q, j]`` (one vertex for every chain of column j)."""
+    the partner before, and it has no other child; an update at partner ``q`` reads two inputs, the ``A``
+    element of the pair ``{x, q}`` (one vertex for both orders and every column) and ``B[q, j]`` (one vertex
+    for every chain of column j)."""
     p, _ = symm
     g = cdag(p, {"M": M, "N": N})
     trace = build_trace(p, {"M": M, "N": N})
@@ -97,11 +98,13 @@ def test_the_cdag_is_one_chain_per_element(symm, M, N):
     s = trace.stmt.tolist()
     at = {key: v for v, key in enumerate(zip(x, j, q))}
     assert len(at) == trace.instances == M * N * (M + 1)          # one vertex per chain and partner
-    a_vertex, b_vertex = {}, {}
+    a_vertex, b_vertex, children = {}, {}, [0] * g.n
     for v, key in enumerate(zip(x, j, q)):
         preds = [u for u in range(g.n) if g.preds[v] >> u & 1]
         computed = [u for u in preds if not g.inputs >> u & 1]
         read = {u for u in preds if g.inputs >> u & 1}
+        for u in computed:
+            children[u] += 1
         if key[2] == -1:                                          # temp2 = 0.0: no predecessor at all
             assert s[v] == 0 and preds == []
             continue
@@ -115,6 +118,7 @@ def test_the_cdag_is_one_chain_per_element(symm, M, N):
         (a,) = read & {u for u in range(g.n) if g.preds[other] >> u & 1}
         (b,) = read - {a}
         assert a_vertex.setdefault(pair, a) == a and b_vertex.setdefault((key[2], key[1]), b) == b
+    assert max(children) == 1                                     # a chain vertex's one child: its successor
     assert len(set(a_vertex.values())) == M * (M - 1) // 2
     assert not set(a_vertex.values()) & set(b_vertex.values())
     assert len(set(b_vertex.values())) == len(b_vertex)
