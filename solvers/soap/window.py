@@ -15,11 +15,30 @@ Without recomputation a second count holds: the ``L(k)`` values computed in ``W_
 and read by an instance that depends on ``P(k)`` are all computed before ``T_k`` and used after it, so
 at ``T_k`` at most ``S − 1`` of them are red beside ``P(k)`` and each other one is stored in the window
 and loaded after it: ``2·Σ_k (L(k) + 1 − S)⁺`` more.  With recomputation a value may instead be
-recomputed from a smaller dominator set (Hong and Kung), so this part is reported separately.
+recomputed (from the inputs of the window, which dominate it: Hong and Kung's dominator count alone gives no
+more than ``c(k)``), so this part is reported separately.
+
+With recomputation a third count holds (the *paths* count ``e(k)``).  Let the window hold a chain
+``ρ_0 → ρ_1 → …`` (the instances of one statement, each a predecessor of the next: durbin's ``sum +=``), and
+``t_q`` the first computation of ``ρ_q`` (increasing in ``q``, inside the window).  Take vertex-disjoint
+paths of computed vertices (no inputs on them), each ending at a predecessor of some ``ρ_q``.  ``D`` = the
+vertices red at ``T_{k−1}`` or loaded in the window.  Either a path meets ``D`` (a load of a non-input,
+distinct per path, or one of the ``S`` red at ``T_{k−1}``), or — walking back from its end, red at ``t_q`` —
+all of it is computed in the window before ``t_q`` (a *failure*), and every input ``A`` its vertices read
+is red before ``t_q``.  The inputs ``B_q`` the chain reads from ``ρ_q`` on are red at or after ``t_q``, so
+each input of ``A ∩ B_q`` not red at ``t_q`` is loaded twice in the window.  With ``P`` paths, failures
+``F`` and ``μ = |A ∩ B_q|`` of the failure with the largest one, the window loads at least
+``c + P − |F| + μ − 2S``; the schedule picks ``F``, so ``e(k) = c(k) + min(P, min_m (P − #{μ ≤ m} + m))``
+and ``Q ≥ Σ_k (e(k) − 2S)⁺``.  The paths are found by walking back from each predecessor of the chain
+(along the chain's statement, else to an instance of the chain's statement, else along a read with the
+output's subscripts, else to a sole predecessor); any such choice is sound.  durbin: the path of ``y[p]``
+runs back to ``alpha`` of step ``p`` and its ``sum`` chain, which read ``r[0..p]``; the chain reads
+``r[0..k − 1 − p]`` after ``t_p``; ``e(k) = k + 1 + ⌈k/2⌉``, leading term ``3N²/4``.
 
 :func:`window_bound` finds pivots, windows and the counts on exact traces of the program at four sizes
 (the one size parameter 8, 12, 16 and 24; :func:`~meshplan.models.soap.replay.build_trace`), fits ``c`` and ``L`` as
-affine functions of ``k`` that hold at every step from a fixed one on and at every size, and sums them
+affine functions of ``k`` that hold at every step from a fixed one on and at every size (``e`` as an
+affine function at most the count there: ``⌈k/2⌉ ≥ k/2``), and sums them
 symbolically with the integral lower bound ``Σ_{k=k0}^{K} f(k) ≥ ∫_{k0−1}^{K} f`` (``f`` nondecreasing).
 The fit is checked at those sizes only: a
 count that changes form at a constant step past 24 would be missed.  Programs of more than one size
@@ -28,7 +47,9 @@ that are all equal).  Anything not recognized gives ``None`` (no window piece)."
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import sympy as sp
@@ -49,14 +70,16 @@ MAX_INSTANCES = 5_000
 
 @dataclass(frozen=True)
 class WindowBound:
-    """The window bound of one pivot: ``bound`` (recomputation allowed), ``no_recomputation`` (that plus
-    the live values' stores and loads) and their leading terms when every size is ≫ S."""
+    """The window bound of one pivot: ``bound`` (recomputation allowed: the larger of the reads' and the
+    paths' sums), ``no_recomputation`` (at least ``bound``; the reads' sum plus the live values' stores
+    and loads) and their leading terms when every size is ≫ S."""
 
     pivot: str                  # the statement computing P(k)
     loop: str                   # the outer loop variable k
     first: int                  # the first step k0 the counts hold from
     reads: sp.Expr              # c(k): distinct inputs the window reads
     live: sp.Expr               # L(k): window values read after P(k)
+    paths: sp.Expr              # e(k) (at most): c(k) plus the disjoint paths' count; 0 when not fitted
     bound: sp.Expr
     no_recomputation: sp.Expr
     leading: sp.Expr
@@ -108,8 +131,9 @@ def _candidates(program: Program) -> list[str]:
 def _graph(tr):
     """The CDAG's computed vertices (one per instance, numbered in program order) as bit sets: per
     instance its descendants, its ancestors, its direct successors and the input elements (initial
-    values) it reads, and the set of instances on a path to an output.  A producer precedes its
-    readers, so one sweep each way closes the relations."""
+    values) it reads, the set of instances on a path to an output, and per instance and read column the
+    producing instance (−1: an input, −2: no read).  A producer precedes its readers, so one sweep each
+    way closes the relations."""
     el, wr, inst = stream(tr, loop_order(tr))
     prod, final = producers(el, wr, inst)
     n = tr.instances
@@ -126,12 +150,15 @@ def _graph(tr):
     live = 0
     for f in final[final >= 0].tolist():
         live |= (1 << f) | anc[f]
-    return desc, anc, succ, ins, live
+    cols = np.broadcast_to(np.arange(tr.elems.shape[1]), tr.elems.shape)[tr.elems[loop_order(tr)] >= 0]
+    pm = np.full(tr.elems.shape, -2, dtype=np.int64)
+    pm[inst[~wr], cols[~wr]] = prod[~wr]
+    return desc, anc, succ, ins, live, pm.tolist()
 
 
-def _counts(tr, graph, pivot: str) -> dict[int, tuple[int, int]] | None:
-    """``{k: (c(k), L(k))}`` for every step but the first, or ``None`` when the pivots do not chain."""
-    desc, anc, succ, ins, live = graph
+def _counts(tr, graph, pivot: str) -> dict[int, tuple[int, int, int]] | None:
+    """``{k: (c(k), L(k), e(k))}`` for every step but the first, or ``None`` when the pivots do not chain."""
+    desc, anc, succ, ins, live, _ = graph
     prog = tr.program
     si = [st.name for st in prog.statements].index(pivot)
     loop = prog.statements[si].loops[0]
@@ -150,14 +177,58 @@ def _counts(tr, graph, pivot: str) -> dict[int, tuple[int, int]] | None:
         for x in bits(window):
             reads |= ins[x]
             held += x != pb and bool(succ[x] & desc[pb])
-        out[b] = (reads.bit_count(), held)
+        c = reads.bit_count()
+        out[b] = (c, held, c + _paths(tr, graph, window))
     return out
+
+
+def _paths(tr, graph, window: int) -> int:
+    """``e(k) − c(k)`` of one window: ``min(P, min_m (P − #{μ ≤ m} + m))`` over the disjoint paths into its
+    longest chain (module docstring); 0 without a chain of two instances."""
+    _, _, succ, ins, _, pm = graph
+    stmts, stmt = tr.program.statements, tr.stmt.tolist()
+    members = bits(window)
+    chain: list[int] = []
+    for s in sorted({stmt[x] for x in members}):
+        xs = [x for x in members if stmt[x] == s]
+        if len(xs) > max(1, len(chain)) and all(succ[u] >> v & 1 for u, v in zip(xs, xs[1:])):
+            chain = xs
+    if not chain:
+        return 0
+    cs = stmt[chain[0]]
+    same = [[c for c, a in enumerate(st.reads) if tuple(a.index) == tuple(st.output.index)] for st in stmts]
+    used = set(chain)
+    after = [0] * (len(chain) + 1)                    # B_q: the inputs ρ_q, ρ_{q+1}, … read
+    for q in range(len(chain) - 1, -1, -1):
+        after[q] = after[q + 1] | ins[chain[q]]
+    mus = []
+    for q, r in enumerate(chain):
+        for v in pm[r]:
+            if v < 0 or v in used:
+                continue
+            used.add(v)
+            seen, x = ins[v], v
+            while True:                               # walk back: ``x`` is a predecessor of the path so far
+                cand = [u for u in pm[x] if u >= 0 and u not in used]
+                nxt = next((u for u in cand if stmt[u] == cs), None)
+                if nxt is None and stmt[x] != cs:
+                    nxt = next((u for u in (pm[x][c] for c in same[stmt[x]]) if u >= 0 and u not in used),
+                               cand[0] if len(set(cand)) == 1 else None)
+                if nxt is None:
+                    break
+                used.add(nxt)
+                seen |= ins[nxt]
+                x = nxt
+            mus.append((seen & after[q]).bit_count())
+    mus.sort()
+    return min([len(mus)] + [len(mus) - bisect_right(mus, m) + m for m in mus])
 
 
 def _fit(program: Program, pivot: str, per_size: list[dict]) -> WindowBound | None:
     """Affine ``c(k)``, ``L(k)`` (fitted on the middle two steps) that hold from one step ``k0`` to ``t``
     steps before the last at every size (the same ``k0`` and ``t`` at every size), summed symbolically:
-    the steps outside that range are left out, which only lowers the bound."""
+    the steps outside that range are left out, which only lowers the bound.  ``e(k)`` is fitted from
+    below (:func:`_fit_below`); when that fails its piece is 0."""
     loop = program.statement(pivot).loops[0]
     fits = []
     for part in (0, 1):
@@ -184,15 +255,57 @@ def _fit(program: Program, pivot: str, per_size: list[dict]) -> WindowBound | No
     last = loop.upper - 1
     reads = _sum(a, b, k0r, last - tr)
     held = 2 * _sum(al, bl + 1, k0l, last - tl)
-    return WindowBound(pivot, loop.var, min(k0r, k0l), a * k + b, al * k + bl, reads, reads + held,
-                       _lead(reads, program.params), _lead(reads + held, program.params))
+    below = _fit_below([{q: v[2] for q, v in counts.items()} for counts in per_size])
+    paths, forced = sp.Integer(0), sp.Integer(0)
+    if below is not None:
+        ae, be, k0e, te = below
+        paths = sp.Rational(ae.numerator, ae.denominator) * k + sp.Rational(be.numerator, be.denominator)
+        forced = _sum(ae, be, k0e, last - te, memory=2 * S)
+    lead_r, lead_p = _lead(reads, program.params), _lead(forced, program.params)
+    at = {sym(p): 2 ** 20 for p in program.params}
+    if float(lead_p.subs(at)) > float(lead_r.subs(at)):
+        bound, lead = sp.Max(reads, forced, evaluate=False), lead_p
+    else:
+        bound, lead = reads, lead_r
+    lead_n = _lead(reads + held, program.params)
+    no_rec = reads + held if bound == reads else sp.Max(reads, forced, reads + held, evaluate=False)
+    if float(lead.subs(at)) > float(lead_n.subs(at)):
+        lead_n = lead
+    return WindowBound(pivot, loop.var, min(k0r, k0l), a * k + b, al * k + bl, paths, bound, no_rec,
+                       lead, lead_n)
 
 
-def _sum(a: int, b: int, k0: int, last: sp.Expr) -> sp.Expr:
-    """A lower bound on ``Σ_{k=k0}^{last} (a·k + b − S)⁺``: the integral from ``k0 − 1`` to ``last``."""
+def _fit_below(per_size: list[dict]) -> tuple[Fraction, Fraction, int, int] | None:
+    """``(a, b, k0, t)`` with ``count(k) ≥ a·k + b`` for ``k0 ≤ k ≤ last − t`` at every size (the same four
+    numbers at every size), ``a > 0`` the slope over two steps from the middle one and ``b`` the least
+    offset on the middle two — so a count that alternates, ``k + 1 + ⌈k/2⌉``, is fitted by ``3k/2 + 1``; ``None``
+    otherwise."""
+    coef = None
+    for counts in per_size:
+        ks = sorted(counts)
+        m = ks[len(ks) // 2]
+        if m + 2 not in counts:
+            return None
+        a = Fraction(counts[m + 2] - counts[m], 2)
+        b = min(counts[q] - a * q for q in (m, m + 1))
+        lo, hi = m, m + 1
+        while lo - 1 in counts and counts[lo - 1] >= a * (lo - 1) + b:
+            lo -= 1
+        while hi + 1 in counts and counts[hi + 1] >= a * (hi + 1) + b:
+            hi += 1
+        here = (a, b, lo, ks[-1] - hi)
+        if coef is not None and coef != here:
+            return None
+        coef = here
+    return coef if coef is not None and coef[0] > 0 else None
+
+
+def _sum(a, b, k0: int, last: sp.Expr, memory: sp.Expr = S) -> sp.Expr:
+    """A lower bound on ``Σ_{k=k0}^{last} (a·k + b − memory)⁺``: the integral from ``k0 − 1`` to ``last``."""
+    a, b = sp.sympify(a), sp.sympify(b)
     if a == 0:
-        return sp.Max(0, last - k0 + 1) * sp.Max(0, b - S)
-    hi, lo = sp.Max(0, a * last + b - S), sp.Max(0, a * (k0 - 1) + b - S)
+        return sp.Max(0, last - k0 + 1) * sp.Max(0, b - memory)
+    hi, lo = sp.Max(0, a * last + b - memory), sp.Max(0, a * (k0 - 1) + b - memory)
     return (hi ** 2 - lo ** 2) / (2 * a)
 
 

@@ -1,0 +1,136 @@
+"""durbin with recomputation allowed (the red–blue pebble game of Kwasniewski's thesis, ch. 4): what the
+window argument of solvers/soap/window.py can and cannot charge, checked on durbin's CDAG.
+
+Window ``k`` is the time ``(T_{k−1}, T_k]`` between the first computations of ``alpha`` of steps ``k − 1``
+and ``k``; its chain ``ρ_q`` (``sum += r[k − q − 1]·y[q]``, ``q = 0 … k − 1``) reads ``r[0..k − 1]`` and the
+``y`` values after step ``k − 1``.
+
+* A dominator count inside one window (Hong and Kung) charges nothing for the ``y`` values: the inputs
+  ``r[0..k − 1]`` and the three initial values dominate all of them, and those ``r`` are already charged
+  by the window's reads.  So "a lost value costs a load of its dominator" does not add to the ``r`` count.
+* What does: the path of ``y[q]`` back to ``alpha`` of step ``q`` and its ``sum`` chain (vertex-disjoint
+  for different ``q``).  Either the path holds a vertex red at ``T_{k−1}`` or loaded in the window (a
+  non-input load), or all of it is recomputed before ``ρ_q``, reading ``r[0..q]``, while ``ρ_q, ρ_{q+1}, …``
+  read ``r[0..k − 1 − q]`` after it: ``min(q, k − 1 − q) + 1`` inputs loaded twice.  The schedule picks
+  which paths to recompute; the least it can pay is ``⌈k/2⌉`` more than the ``k + 1`` reads, less ``2S``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from meshplan.models.loops.frontend import parse_file
+from meshplan.models.soap.replay import build_trace, loop_order, producers, stream
+from meshplan.solvers.soap.pebbling import cdag
+from meshplan.solvers.soap.window import window_bound
+from meshplan.models.loops.program import sym
+
+EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
+N = 16
+
+
+def _durbin():
+    (p,) = parse_file(str(EX / "durbin.py"))
+    return p
+
+
+def _flow(tr):
+    """Per (instance, read column): the producing instance, or ``("in", element)`` for an input."""
+    el, wr, inst = stream(tr, loop_order(tr))
+    prod, _ = producers(el, wr, inst)
+    cols = np.broadcast_to(np.arange(tr.elems.shape[1]), tr.elems.shape)[tr.elems >= 0]
+    out = {}
+    for e, w, i, c, p in zip(el.tolist(), wr.tolist(), inst.tolist(), cols.tolist(), prod.tolist()):
+        if not w:
+            out[i, c] = p if p >= 0 else ("in", e)
+    return out
+
+
+def _index(tr, p):
+    """``(statement, k, inner index) → instance``."""
+    names = [st.name for st in p.statements]
+    inner = {st.name: st.loops[1].var for st in p.statements if len(st.loops) > 1}
+    out = {}
+    for i, s in enumerate(tr.stmt.tolist()):
+        name = names[s]
+        j = int(tr.vars[inner[name]][i]) if name in inner else None
+        out[name, int(tr.vars["k"][i]), j] = i
+    return out
+
+
+def test_the_inputs_dominate_the_lost_values():
+    """The tempting argument (each lost ``y`` costs one I/O, by domination) fails inside one window: every
+    path from an input to the ``y`` values after step ``k − 1`` starts at ``r[0..k − 1]`` or at one of the three
+    initial values, and those ``r`` are read by the window's chain anyway."""
+    p = _durbin()
+    tr = build_trace(p, {"N": N})
+    g = cdag(p, {"N": N})
+    idx, flow = _index(tr, p), _flow(tr)
+    anc = [0] * g.n
+    for v in range(tr.instances):                       # instances in program order: producers first
+        m = g.preds[v]
+        a = m
+        for u in range(tr.instances):
+            if m >> u & 1:
+                a |= anc[u]
+        anc[v] = a
+    r_el = {m: flow[idx["S4", m, None], 0][1] for m in range(1, N)}        # alpha reads r[k] first
+    r_el[0] = flow[idx["S3", 1, 0], 1][1]                                   # sum of step 1 reads r[0]
+    for k in range(3, N):
+        lost = [idx["S6", k - 1, i] for i in range(k - 1)] + [idx["S7", k - 1, None]]
+        reach = 0
+        for v in lost:
+            reach |= anc[v]
+        inputs = [v for v in range(tr.instances, g.n) if reach >> v & 1]
+        chain_r = {flow[idx["S3", k, q], 1] for q in range(k)}             # what window k reads anyway
+        assert len(inputs) == k + 3                                         # r[0..k − 1], y[0], alpha, beta
+        assert {("in", r_el[m]) for m in range(k)} == chain_r               # the same r the chain reads
+
+
+def _path(idx, k: int, q: int) -> list[int]:
+    """The path of ``y[q]`` after step ``k − 1`` back to ``alpha`` of step ``q`` and its ``sum`` chain, last
+    vertex first (for ``q = 0``: back to the first step's update of ``y[0]``)."""
+    out = []
+    for t in range(k - 1, q, -1):                       # y[q] = z[q] = y[q] + alpha·y[t − q − 1], steps t > q
+        out += [idx["S6", t, q], idx["S5", t, q]]
+    if q == 0:
+        return out
+    out += [idx["S7", q, None], idx["S4", q, None]]     # y[q] = alpha of step q
+    out += [idx["S3", q, i] for i in range(q - 1, -1, -1)]
+    return out
+
+
+def test_the_paths_and_what_a_recomputation_reads_twice():
+    p = _durbin()
+    tr = build_trace(p, {"N": N})
+    idx, flow = _index(tr, p), _flow(tr)
+    preds: dict[int, set] = {}                          # instance → producing instances
+    reads: dict[int, set] = {}                          # instance → input elements
+    for (i, _), v in flow.items():
+        if isinstance(v, tuple):
+            reads.setdefault(i, set()).add(v[1])
+        else:
+            preds.setdefault(i, set()).add(v)
+    w = window_bound(p)
+    for k in range(2, N):
+        chain = [idx["S3", k, q] for q in range(k)]
+        assert all(a in preds[b] for a, b in zip(chain, chain[1:]))         # ρ_q precedes ρ_{q+1}
+        paths = [_path(idx, k, q) for q in range(k)]
+        seen = [v for path in paths for v in path]
+        assert len(seen) == len(set(seen)) and not set(seen) & set(chain)   # vertex-disjoint
+        mus = []
+        for q, path in enumerate(paths):
+            assert path[0] in preds[chain[q]]                                # ends at a predecessor of ρ_q
+            assert all(b in preds[a] for a, b in zip(path, path[1:]))      # a path of predecessors
+            a = set().union(*(reads.get(v, set()) for v in path))
+            after = set().union(*(reads.get(v, set()) for v in chain[q:]))
+            mus.append(len(a & after))
+        assert mus == [0] + [min(q, k - 1 - q) + 1 for q in range(1, k)]  # r[0..q] against r[0..k − 1 − q]
+        c = len(set().union(*(reads.get(v, set()) for v in chain + [idx["S4", k, None]])))
+        mus.sort()
+        least = min([len(mus)] + [len(mus) - sum(m <= t for m in mus) + t for t in mus])
+        assert c == k + 1 and least == (k + 1) // 2                         # r[0..k]; ⌈k/2⌉
+        # the tool's fitted count is at most the count on these paths at every step it sums
+        assert float(w.paths.subs(sym("k"), k)) <= c + least
