@@ -41,32 +41,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import sympy as sp
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_bipartite_matching
 
 from meshplan.models.soap import parse_file
+from meshplan.models.soap.triangle_blocks import projective_plane
 from meshplan.models.soap.replay import build_trace, legal, replay_order
 from meshplan.solvers.soap.bound import analyze
 
 EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
-
-
-def _projective_plane(q: int) -> list[list[int]]:
-    """The lines of the projective plane over GF(q) (q prime) as lists of point numbers (as in
-    test_soap_counter_schedules.py)."""
-    pts = [(1, a, b) for a in range(q) for b in range(q)] + [(0, 1, b) for b in range(q)] + [(0, 0, 1)]
-    P = np.array(pts)
-    on = (P @ P.T) % q == 0
-    return [np.flatnonzero(on[:, m]).tolist() for m in range(len(pts))]
-
-
-def _primes(upto: int) -> list[int]:
-    sieve = np.ones(upto + 1, dtype=bool)
-    sieve[:2] = False
-    for p in range(2, int(upto ** 0.5) + 1):
-        if sieve[p]:
-            sieve[p * p::p] = False
-    return np.flatnonzero(sieve).tolist()
 
 
 def plane_memory(n: int, q: int) -> int:
@@ -82,7 +66,7 @@ def design(n: int, S: int) -> int:
     columns) fits ``S``, else the least prime ``q`` whose line fits (fewest loads: ``n·(q + 1)`` a column)."""
     if n * (n + 1) // 2 + 2 * n <= S:
         return 0
-    for q in _primes(max(2 * n, 10)):
+    for q in sp.primerange(2, max(2 * n, 10) + 1):
         if plane_memory(n, q) <= S:
             return q
     raise ValueError(f"no projective plane's line of {n} rows fits S = {S}: take S ≳ n/2")
@@ -92,7 +76,7 @@ def design(n: int, S: int) -> int:
 def _plane_with_matching(q: int) -> np.ndarray:
     """The line of every pair of points (a table), each point's own pair on the line a perfect matching
     of points to lines through them gives it."""
-    lines = _projective_plane(q)
+    lines = projective_plane(q)
     P = len(lines)
     pts = [a for line in lines for a in line]
     owners = [m for m, line in enumerate(lines) for _ in line]

@@ -30,22 +30,11 @@ import numpy as np
 import pytest
 
 from meshplan.models.soap import parse_file
+from meshplan.models.soap.triangle_blocks import projective_plane
 from meshplan.models.soap.replay import build_trace, legal, replay_order
 from meshplan.solvers.soap.bound import analyze
 
 EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
-
-
-def _projective_plane(q: int) -> list[list[int]]:
-    """The lines of the projective plane over GF(q) (q prime) as lists of point numbers."""
-    pts = []
-    for a in range(q):
-        for b in range(q):
-            pts.append((1, a, b))
-    pts += [(0, 1, b) for b in range(q)] + [(0, 0, 1)]
-    P = np.array(pts)
-    on = (P @ P.T) % q == 0                # point n on line m (lines are numbered like the points: duality)
-    return [np.flatnonzero(on[:, m]).tolist() for m in range(len(pts))]
 
 
 def _diagonals(lines: list[list[int]]) -> list[int]:
@@ -65,7 +54,7 @@ def _diagonals(lines: list[list[int]]) -> list[int]:
 
 def _lines_of_pairs(q: int) -> dict[tuple[int, int], int]:
     """Each pair ``(i, j)``, ``j ≤ i``, of the ``N = q² + q + 1`` rows → its line."""
-    lines = _projective_plane(q)
+    lines = projective_plane(q)
     owner = {(a, b): n for n, line in enumerate(lines) for a in line for b in line if b < a}
     owner.update({(i, i): n for i, n in enumerate(_diagonals(lines))})
     return owner
@@ -92,7 +81,7 @@ def triangle_block_io(q: int, M: int) -> int:
 def _memory(q: int) -> int:
     """A line's ``C`` block (its ``q(q + 1)/2`` pairs and diagonals) plus two columns of its rows (LRU
     then evicts the older column first)."""
-    diag = _diagonals(_projective_plane(q))
+    diag = _diagonals(projective_plane(q))
     return q * (q + 1) // 2 + max(diag.count(n) for n in set(diag)) + 2 * (q + 1)
 
 
