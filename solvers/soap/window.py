@@ -29,16 +29,21 @@ is red before ``t_q``.  The inputs ``B_q`` the chain reads from ``ρ_q`` on are 
 each input of ``A ∩ B_q`` not red at ``t_q`` is loaded twice in the window.  With ``P`` paths, failures
 ``F`` and ``μ = |A ∩ B_q|`` of the failure with the largest one, the window loads at least
 ``c + P − |F| + μ − 2S``; the schedule picks ``F``, so ``e(k) = c(k) + min(P, min_m (P − #{μ ≤ m} + m))``
-and ``Q ≥ Σ_k (e(k) − 2S)⁺``.  The paths are found by walking back from each predecessor of the chain
-(along the chain's statement, else to an instance of the chain's statement, else along a read with the
-output's subscripts, else to a sole predecessor); any such choice is sound.  durbin: the path of ``y[p]``
-runs back to ``alpha`` of step ``p`` and its ``sum`` chain, which read ``r[0..p]``; the chain reads
-``r[0..k − 1 − p]`` after ``t_p``; ``e(k) = k + 1 + ⌈k/2⌉``, leading term ``3N²/4``.
+and ``Q ≥ Σ_k (e(k) − 2S)⁺``.  The paths are found greedily, chain position by chain position, walking
+back from each predecessor of the chain: at each vertex to the unused predecessor whose path of first
+choices reads the most of ``B_q`` (first choices: an instance of the chain's statement, then the producer
+of a read with the output's subscripts; from an instance of the chain's statement only its own
+statement's); any such choice is sound.  durbin: ``y[q]`` after step ``k − 1`` is ``y[q] + α·y[k − 2 −
+q]`` of the step before, so the path of a small ``q`` turns to the mirrored value and runs back to
+``alpha`` of step ``k − 2 − q`` and its ``sum`` chain, which read ``r[0..k − 2 − q]``, while the chain reads
+``r[0..k − 1 − q]`` from ``ρ_q`` on: ``μ ≈ k − 1 − q``, about one path per value, so recomputing saves the
+schedule at most about one load per window, and ``e(k) = 2k − 1`` (``2k`` on the paths built by hand),
+leading term ``N²``.
 
 :func:`window_bound` finds pivots, windows and the counts on exact traces of the program at four sizes
 (the one size parameter 8, 12, 16 and 24; :func:`~meshplan.models.soap.replay.build_trace`), fits ``c`` and ``L`` as
 affine functions of ``k`` that hold at every step from a fixed one on and at every size (``e`` as an
-affine function at most the count there: ``⌈k/2⌉ ≥ k/2``), and sums them
+affine function at most the count there, as a count may alternate), and sums them
 symbolically with the integral lower bound ``Σ_{k=k0}^{K} f(k) ≥ ∫_{k0−1}^{K} f`` (``f`` nondecreasing).
 The fit is checked at those sizes only: a
 count that changes form at a constant step past 24 would be missed.  Programs of more than one size
@@ -167,7 +172,7 @@ def _counts(tr, graph, pivot: str) -> dict[int, tuple[int, int, int]] | None:
     steps = sorted(piv)
     if len(steps) < 4 or any(not live >> piv[k] & 1 for k in steps):
         return None
-    out = {}
+    out, reaches = {}, {}
     for a, b in zip(steps, steps[1:]):
         pa, pb = piv[a], piv[b]
         if not desc[pa] >> pb & 1:
@@ -178,15 +183,15 @@ def _counts(tr, graph, pivot: str) -> dict[int, tuple[int, int, int]] | None:
             reads |= ins[x]
             held += x != pb and bool(succ[x] & desc[pb])
         c = reads.bit_count()
-        out[b] = (c, held, c + _paths(tr, graph, window))
+        out[b] = (c, held, c + _paths(tr, graph, window, reaches))
     return out
 
 
-def _paths(tr, graph, window: int) -> int:
+def _paths(tr, graph, window: int, reaches: dict) -> int:
     """``e(k) − c(k)`` of one window: ``min(P, min_m (P − #{μ ≤ m} + m))`` over the disjoint paths into its
     longest chain (module docstring); 0 without a chain of two instances."""
     _, _, succ, ins, _, pm = graph
-    stmts, stmt = tr.program.statements, tr.stmt.tolist()
+    stmt = tr.stmt.tolist()
     members = bits(window)
     chain: list[int] = []
     for s in sorted({stmt[x] for x in members}):
@@ -196,7 +201,9 @@ def _paths(tr, graph, window: int) -> int:
     if not chain:
         return 0
     cs = stmt[chain[0]]
-    same = [[c for c, a in enumerate(st.reads) if tuple(a.index) == tuple(st.output.index)] for st in stmts]
+    if cs not in reaches:
+        reaches[cs] = _Reach(tr, pm, ins, cs)
+    reach = reaches[cs]
     used = set(chain)
     after = [0] * (len(chain) + 1)                    # B_q: the inputs ρ_q, ρ_{q+1}, … read
     for q in range(len(chain) - 1, -1, -1):
@@ -209,19 +216,38 @@ def _paths(tr, graph, window: int) -> int:
             used.add(v)
             seen, x = ins[v], v
             while True:                               # walk back: ``x`` is a predecessor of the path so far
-                cand = [u for u in pm[x] if u >= 0 and u not in used]
-                nxt = next((u for u in cand if stmt[u] == cs), None)
-                if nxt is None and stmt[x] != cs:
-                    nxt = next((u for u in (pm[x][c] for c in same[stmt[x]]) if u >= 0 and u not in used),
-                               cand[0] if len(set(cand)) == 1 else None)
-                if nxt is None:
+                cand = [u for u in reach.order[x] if u not in used]
+                if not cand:
                     break
-                used.add(nxt)
-                seen |= ins[nxt]
-                x = nxt
+                x = max(cand, key=lambda u: (reach.inputs[u] & after[q]).bit_count())   # first of the best
+                used.add(x)
+                seen |= ins[x]
             mus.append((seen & after[q]).bit_count())
     mus.sort()
     return min([len(mus)] + [len(mus) - bisect_right(mus, m) + m for m in mus])
+
+
+class _Reach:
+    """Per instance: its predecessors in the order a path prefers them (an instance of the chain's
+    statement, then the producer of a read with the output's subscripts, then the rest; from an instance of
+    the chain's statement only its own statement's), and ``inputs``, what the path of first choices from it
+    reads."""
+
+    def __init__(self, tr, pm, ins, cs: int):
+        stmts, stmt = tr.program.statements, tr.stmt.tolist()
+        same = [{c for c, a in enumerate(st.reads) if tuple(a.index) == tuple(st.output.index)} for st in stmts]
+        self.order: list[list[int]] = []
+        self.inputs: list[int] = []
+        for x, row in enumerate(pm):
+            first = [u for u in row if u >= 0 and stmt[u] == cs]
+            if stmt[x] == cs:
+                pre = first
+            else:
+                pre = first + [row[c] for c in sorted(same[stmt[x]]) if row[c] >= 0 and stmt[row[c]] != cs]
+                pre += [u for u in row if u >= 0 and u not in pre]
+            pre = list(dict.fromkeys(pre))
+            self.order.append(pre)
+            self.inputs.append(ins[x] | (self.inputs[pre[0]] if pre else 0))
 
 
 def _fit(program: Program, pivot: str, per_size: list[dict]) -> WindowBound | None:

@@ -8,11 +8,16 @@ and ``k``; its chain ``ρ_q`` (``sum += r[k − q − 1]·y[q]``, ``q = 0 … k 
 * A dominator count inside one window (Hong and Kung) charges nothing for the ``y`` values: the inputs
   ``r[0..k − 1]`` and the three initial values dominate all of them, and those ``r`` are already charged
   by the window's reads.  So "a lost value costs a load of its dominator" does not add to the ``r`` count.
-* What does: the path of ``y[q]`` back to ``alpha`` of step ``q`` and its ``sum`` chain (vertex-disjoint
-  for different ``q``).  Either the path holds a vertex red at ``T_{k−1}`` or loaded in the window (a
-  non-input load), or all of it is recomputed before ``ρ_q``, reading ``r[0..q]``, while ``ρ_q, ρ_{q+1}, …``
-  read ``r[0..k − 1 − q]`` after it: ``min(q, k − 1 − q) + 1`` inputs loaded twice.  The schedule picks
-  which paths to recompute; the least it can pay is ``⌈k/2⌉`` more than the ``k + 1`` reads, less ``2S``.
+* What does: vertex-disjoint paths into the chain, one per ``y[q]``.  Either a path holds a vertex red at
+  ``T_{k−1}`` or loaded in the window (a non-input load), or all of it is recomputed before ``ρ_q``, and the
+  inputs it reads that ``ρ_q, ρ_{q+1}, …`` read after it (``μ`` of them) are loaded twice.  The schedule
+  picks which paths to recompute.  On the *lineage* paths (``y[q]`` back through its own versions to
+  ``alpha`` of step ``q`` and its ``sum`` chain: ``r[0..q]`` against ``r[0..k − 1 − q]``) the cheapest paths
+  to recompute are those at both ends of the vector and the least the schedule pays is ``⌈k/2⌉`` more than
+  the ``k + 1`` reads.  On the *mirrored* paths (for ``q < k − 2 − q``, ``y[q]`` turns to the mirrored
+  ``y[k − 2 − q]`` of the step before and runs back through its versions to ``alpha`` of step ``k − 2 − q``;
+  its partner turns the other way) ``μ`` takes every value ``0 … k − 1`` once, and the least is ``k − 1``
+  more: ``2k`` per window, ``N² − O(NS)`` in all.
 """
 
 from __future__ import annotations
@@ -89,17 +94,32 @@ def test_the_inputs_dominate_the_lost_values():
         assert {("in", r_el[m]) for m in range(k)} == chain_r               # the same r the chain reads
 
 
-def _path(idx, k: int, q: int) -> list[int]:
-    """The path of ``y[q]`` after step ``k − 1`` back to ``alpha`` of step ``q`` and its ``sum`` chain, last
-    vertex first (for ``q = 0``: back to the first step's update of ``y[0]``)."""
+def _lineage(idx, top: int, q: int) -> list[int]:
+    """The path of ``y[q]`` after step ``top`` back through its versions to ``alpha`` of step ``q`` and its
+    ``sum`` chain, last vertex first (for ``q = 0``: back to the first step's update of ``y[0]``)."""
     out = []
-    for t in range(k - 1, q, -1):                       # y[q] = z[q] = y[q] + alpha·y[t − q − 1], steps t > q
+    for t in range(top, q, -1):                         # y[q] = z[q] = y[q] + alpha·y[t − q − 1], steps t > q
         out += [idx["S6", t, q], idx["S5", t, q]]
     if q == 0:
         return out
     out += [idx["S7", q, None], idx["S4", q, None]]     # y[q] = alpha of step q
     out += [idx["S3", q, i] for i in range(q - 1, -1, -1)]
     return out
+
+
+def _mirrored(idx, k: int, q: int) -> list[int]:
+    """The path of ``y[q]`` after step ``k − 1`` that turns, in ``z[q] = y[q] + alpha·y[k − 2 − q]`` of step
+    ``k − 1``, to the mirrored value and runs back through its versions (``q ≤ k − 2``; the middle one and
+    ``q = k − 1`` keep their lineage)."""
+    if q == k - 1 or 2 * q == k - 2:
+        return _lineage(idx, k - 1, q)
+    return [idx["S6", k - 1, q], idx["S5", k - 1, q]] + _lineage(idx, k - 2, k - 2 - q)
+
+
+def _least(mus: list[int]) -> int:
+    """What the schedule pays beyond the reads when it picks the paths to recompute: ``min(P, min_m (P −
+    #{μ ≤ m} + m))``."""
+    return min([len(mus)] + [len(mus) - sum(m <= t for m in mus) + t for t in mus])
 
 
 def test_the_paths_and_what_a_recomputation_reads_twice():
@@ -117,20 +137,25 @@ def test_the_paths_and_what_a_recomputation_reads_twice():
     for k in range(2, N):
         chain = [idx["S3", k, q] for q in range(k)]
         assert all(a in preds[b] for a, b in zip(chain, chain[1:]))         # ρ_q precedes ρ_{q+1}
-        paths = [_path(idx, k, q) for q in range(k)]
-        seen = [v for path in paths for v in path]
-        assert len(seen) == len(set(seen)) and not set(seen) & set(chain)   # vertex-disjoint
-        mus = []
-        for q, path in enumerate(paths):
-            assert path[0] in preds[chain[q]]                                # ends at a predecessor of ρ_q
-            assert all(b in preds[a] for a, b in zip(path, path[1:]))      # a path of predecessors
-            a = set().union(*(reads.get(v, set()) for v in path))
-            after = set().union(*(reads.get(v, set()) for v in chain[q:]))
-            mus.append(len(a & after))
-        assert mus == [0] + [min(q, k - 1 - q) + 1 for q in range(1, k)]  # r[0..q] against r[0..k − 1 − q]
         c = len(set().union(*(reads.get(v, set()) for v in chain + [idx["S4", k, None]])))
-        mus.sort()
-        least = min([len(mus)] + [len(mus) - sum(m <= t for m in mus) + t for t in mus])
-        assert c == k + 1 and least == (k + 1) // 2                         # r[0..k]; ⌈k/2⌉
-        # the tool's fitted count is at most the count on these paths at every step it sums
-        assert float(w.paths.subs(sym("k"), k)) <= c + least
+        assert c == k + 1                                                   # r[0..k]
+        found = []
+        for family in (lambda q: _lineage(idx, k - 1, q), lambda q: _mirrored(idx, k, q)):
+            paths = [family(q) for q in range(k)]
+            seen = [v for path in paths for v in path]
+            assert len(seen) == len(set(seen)) and not set(seen) & set(chain)   # vertex-disjoint
+            mus = []
+            for q, path in enumerate(paths):
+                assert path[0] in preds[chain[q]]                            # ends at a predecessor of ρ_q
+                assert all(b in preds[a] for a, b in zip(path, path[1:]))  # a path of predecessors
+                a = set().union(*(reads.get(v, set()) for v in path))
+                after = set().union(*(reads.get(v, set()) for v in chain[q:]))
+                mus.append(len(a & after))
+            found.append(mus)
+        lineage, mirrored = found
+        assert lineage == [0] + [min(q, k - 1 - q) + 1 for q in range(1, k)]   # r[0..q] against r[0..k − 1 − q]
+        assert _least(lineage) == (k + 1) // 2                              # ⌈k/2⌉: the ends are cheap
+        assert sorted(mirrored) == list(range(k))                           # one path per value of μ
+        assert _least(mirrored) == k - 1
+        # the tool's fitted count is at most the count on the mirrored paths at every step it sums
+        assert float(w.paths.subs(sym("k"), k)) <= c + k - 1

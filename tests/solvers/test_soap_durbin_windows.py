@@ -8,10 +8,9 @@ each is first computed in ``(T_{k−1}, T_k]``, where the ``k + 1`` inputs ``r[0
 of ``y`` after step ``k − 1`` are all computed before ``T_k`` and all read after it (``z[i] = y[i] + α·y[k − i
 − 1]``), and at most ``S − 1`` stay red beside ``alpha``: ``2(k − S + 1)`` stores and loads more.  The sum
 is ``3N²/2 − O(NS)``, the published entry's leading term, and 0 while ``N ≤ S``.  With recomputation the
-window also loads ``⌈k/2⌉ − S`` more (the disjoint paths of solvers/soap/window.py: each ``y[p]`` needs a
-load on its path back to ``alpha`` of step ``p``, or that step's ``sum`` is recomputed and the ``r`` both
-chains read are loaded twice): ``Σ (k + 1 + ⌈k/2⌉ − 2S)⁺ = 3N²/4 − O(NS)`` (see
-test_soap_durbin_recompute.py)."""
+window also loads about ``k − S`` more (the disjoint paths of solvers/soap/window.py: each ``y[q]`` needs a
+load on its path back to an earlier ``alpha``, or that step's ``sum`` is recomputed and the ``r`` both
+chains read are loaded twice): ``Σ (2k − 2S)⁺ = N² − O(NS)`` (see test_soap_durbin_recompute.py)."""
 
 from __future__ import annotations
 
@@ -50,14 +49,14 @@ def windows(n: int, s: int) -> tuple[int, int]:
 
 def forced(n: int, s: int) -> int:
     """The paths count with recomputation: loads the window argument forces at N = n, S = s."""
-    return sum(max(0, k + 1 + (k + 1) // 2 - 2 * s) for k in range(2, n))
+    return sum(max(0, 2 * k - 2 * s) for k in range(2, n))
 
 
 def test_the_pieces():
     assert windows(16, 64) == (0, 0)                       # N < S: the vectors fit, nothing forced
     r, y = windows(4096, 64)
     assert abs((r + y) / (1.5 * 4096 ** 2) - 1) < 0.05      # N ≫ S: 3N²/2 − O(NS)
-    assert forced(16, 64) == 0 and abs(forced(4096, 64) / (0.75 * 4096 ** 2) - 1) < 0.1    # 3N²/4 − O(NS)
+    assert forced(16, 64) == 0 and abs(forced(4096, 64) / 4096 ** 2 - 1) < 0.05     # N² − O(NS)
 
 
 @pytest.mark.parametrize("n, s", [(16, 64), (64, 16), (128, 32), (256, 64)])
@@ -85,11 +84,11 @@ def test_the_tool_derives_the_window():
     k = sym("k")
     assert sp.simplify(w.reads - (k + 1)) == 0                  # r[0..k]
     assert sp.simplify(w.live - (k + 1)) == 0                   # y after step k − 1, and beta
-    assert sp.simplify(w.paths - (3 * k / 2 + 1)) == 0         # k + 1 + ⌈k/2⌉ from below
-    assert w.leading == 3 * N_ ** 2 / 4 and w.leading_no_recomputation == 3 * N_ ** 2 / 2
-    assert res.leading == 3 * N_ ** 2 / 4                       # the N ≫ S piece leads 7N²/(8S)
+    assert sp.simplify(w.paths - (2 * k - 1)) == 0              # c(k) + k − 2
+    assert w.leading == N_ ** 2 and w.leading_no_recomputation == 3 * N_ ** 2 / 2
+    assert res.leading == N_ ** 2                               # the N ≫ S piece leads 7N²/(8S)
     assert res.evaluate({"N": 16, "S": 64}) < 53                # N < S: the SOAP and trivial pieces
-    assert res.evaluate({"N": 4096, "S": 64}) >= (1.5 * 4096 - 128 - 1) ** 2 / 3 - 3
+    assert res.evaluate({"N": 4096, "S": 64}) >= (2 * 4096 - 128 - 3) ** 2 / 4 - 1
 
 
 CHAIN = """
