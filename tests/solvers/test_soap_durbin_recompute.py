@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from meshplan.models.loops.frontend import parse_file
-from meshplan.models.soap.replay import build_trace, loop_order, producers, stream
+from meshplan.models.soap.replay import build_trace, legal, loop_order, producers, replay_order, stream
+from meshplan.solvers.soap.chi import S
 from meshplan.solvers.soap.pebbling import cdag
 from meshplan.solvers.soap.window import window_bound
 from meshplan.models.loops.program import sym
@@ -159,3 +160,34 @@ def test_the_paths_and_what_a_recomputation_reads_twice():
         assert _least(mirrored) == k - 1
         # the tool's fitted count is at most the count on the mirrored paths at every step it sums
         assert float(w.paths.subs(sym("k"), k)) <= c + k - 1
+
+
+def _fused(tr, idx, n: int) -> np.ndarray:
+    """durbin's update of step ``k`` fused with the ``sum`` of step ``k + 1``: at position ``q`` the two
+    ``z`` of the pair ``q, k − 1 − q`` (both read the old ``y[q]`` and ``y[k − 1 − q]``), ``y[q] = z[q]`` and
+    ``sum += r[k − q]·y[q]``; a recomputation-free sweep of about ``3.5k`` words per step."""
+    out = [idx["S1", 1, None], idx["S2", 1, None], idx["S3", 1, 0], idx["S4", 1, None]]
+    for k in range(1, n):
+        more = k + 1 < n
+        out += [idx["S1", k + 1, None], idx["S2", k + 1, None]] if more else []
+        for q in range(k):
+            m = k - 1 - q
+            out += [idx["S5", k, q], idx["S5", k, m]] if q < m else [idx["S5", k, q]] if q == m else []
+            out += [idx["S6", k, q]] + ([idx["S3", k + 1, q]] if more else [])
+        out += [idx["S7", k, None]] + ([idx["S3", k + 1, k], idx["S4", k + 1, None]] if more else [])
+    return np.array(out)
+
+
+def test_a_fused_sweep_is_legal_and_above_every_piece():
+    """The counter-schedule the bound is measured against (docs/bound.md, durbin): legal, below the loop
+    order, and above the bound (with recomputation, against its loads) and the piece without it."""
+    p = _durbin()
+    w = window_bound(p)
+    n, m = 128, 32
+    tr = build_trace(p, {"N": n})
+    order = _fused(tr, _index(tr, p), n)
+    assert sorted(order.tolist()) == list(range(tr.instances)) and legal(tr, order)
+    io, lo = replay_order(tr, order, m), replay_order(tr, loop_order(tr), m)
+    at = {sym("N"): n, S: m}
+    assert io.total < lo.total
+    assert float(w.bound.subs(at)) <= io.loads and float(w.no_recomputation.subs(at)) <= io.total
