@@ -31,6 +31,7 @@ from meshplan.solvers.soap.chi import SAMPLE_S, S, Intensity, dominating, intens
 from meshplan.solvers.soap.counts import check_ranges, enumerated, iterations, miscounted
 from meshplan.solvers.soap.derive import derive_screened
 from meshplan.solvers.soap.memo import IntensityMemo
+from meshplan.solvers.soap.pyramid import stencils_refined
 from meshplan.solvers.soap.subgraphs import ALL_SUBGRAPHS_UP_TO, CAPPED_SUBGRAPH, subgraph_statements  # noqa: F401
 from meshplan.solvers.soap.window import WindowBound, window_bound
 from meshplan.solvers.soap.trivial import trivial_bound
@@ -230,6 +231,7 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
                          "raise ρ: this covers every subgraph with any of them, of any size)")
     counted = {A for A in sdg.computed if A not in free}
     results = derive_screened(problems, counted) if screen else [IntensityMemo(intensity)(p) for p in problems]
+    results = stencils_refined(results, program)     # stencils checked against their offsets (pyramid.py)
     for st in program.statements:
         notes.extend(check_ranges(st))
     counts = {st.name: iterations(st) for st in program.statements}
