@@ -262,3 +262,35 @@ def test_a_stencil_along_one_diagonal_is_bounded_per_diagonal():
     fused = next(it for it in r.subgraphs if len(it.problem.arrays) == 2)
     assert fused.method == "pyramid" and sp.simplify(fused.chi - (X ** 2 / 4 + 2 * X)) == 0
     assert r.evaluate({**values, "S": memory}) <= io
+
+
+def _sweep_source(offsets: list[int]) -> str:
+    reads = " + ".join(f"A[i + {o}]" if o >= 0 else f"A[i - {-o}]" for o in offsets)
+    return f"""
+def sweep(T, N):
+    for t in range(T):
+        for i in range(2, N - 2):
+            A[i] = ({reads}) / 3.0
+"""
+
+
+@pytest.mark.parametrize("offsets", [[-1, 0, 1], [-2, 0, 2], [-1, 0, 1, 2], [-2, -1, 0, 1, 2], [-1, 0, 2], [-2, 0, 1]])
+def test_one_dimensional_sweeps_stay_below_the_optimal_pebbling_and_a_skewed_schedule(offsets):
+    """Sweeps with other reads (one or two cells either side of the element): the bound is at most the
+    exhaustive optimum at tiny sizes and at most a legal skewed schedule's I/O."""
+    (p,) = parse_source(_sweep_source(offsets))
+    (st,) = p.statements
+    d, cur, prev = sweep_stencil(st)
+    assert d == 1 and cur == tuple((o,) for o in offsets if o < 0) and prev == tuple((o,) for o in offsets if o >= 0)
+    r = analyze(p)
+    assert r.subgraphs[0].method == "sweep"
+    values = {"N": 7, "T": 2}
+    g = cdag(p, values)
+    memory = max(bin(m).count("1") for m in g.preds) + 1
+    assert r.evaluate({**values, "S": memory}) <= optimal_io(g, memory) + 1e-9
+    values, memory = {"N": 260, "T": 64}, 24
+    tr = build_trace(p, values)
+    t, i = tr.vars["t"], tr.vars["i"]
+    order = np.lexsort((t, i + 2 * t, t // 8))      # bands of 8 sweeps, columns i + 2t
+    assert legal(tr, order)
+    assert r.evaluate({**values, "S": memory}) <= replay_order(tr, order, memory).total
