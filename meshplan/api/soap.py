@@ -109,6 +109,7 @@ def report_json(res, values: dict[str, int], *, tiles: bool = True, time_limit_s
         "window": None if res.window is None else {
             "pivot": res.window.pivot, "loop": res.window.loop, "first_step": res.window.first,
             "reads_per_step": _s(res.window.reads), "live_per_step": _s(res.window.live),
+            "paths_per_step": _s(res.window.paths),
             "bound": _s(res.window.bound), "leading_term": _s(res.window.leading),
             "no_recomputation": _s(res.window.no_recomputation),
             "leading_term_no_recomputation": _s(res.window.leading_no_recomputation)},
