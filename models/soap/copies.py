@@ -36,6 +36,7 @@ initial value, a reset read at two places) keeps its statements.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import numpy as np
@@ -58,9 +59,14 @@ def is_copy(st: Statement) -> bool:
 
 def _reads_by_instance(program: Program, values: dict[str, int]):
     """``(trace, producer per (instance, read column), -2 where the column is empty)``."""
+    return _reads_cached(program, tuple(sorted(values.items())))
+
+
+@functools.lru_cache(maxsize=32)
+def _reads_cached(program: Program, values: tuple[tuple[str, int], ...]):
     from meshplan.models.soap.replay import build_trace, producers
 
-    tr = build_trace(program, values, limit=200_000)
+    tr = build_trace(program, dict(values), limit=200_000)
     order = np.arange(tr.instances)
     width = tr.elems.shape[1]
     el, wr = tr.elems.ravel(), tr.is_write.ravel()
@@ -72,9 +78,12 @@ def _reads_by_instance(program: Program, values: dict[str, int]):
     return tr, prod.reshape(-1, width)
 
 
-def _forward_one(program: Program, x: str, samples: list[dict[str, int]]) -> Program | None:
-    """``program`` with the reads of scalar ``x`` forwarded to its copies' sources, its copies dropped and
-    its resets that a read sees renamed to the forwarded element; ``None`` when that is not a renaming."""
+def _plan(program: Program, x: str, samples: list[dict[str, int]]):
+    """``(new reads {(statement, read column): access}, renamed resets {statement: output}, statements
+    dropped)`` that forward the reads of scalar ``x`` to its copies' sources, drop its copies and rename
+    its resets that a read sees to the forwarded element; ``None`` when that is not a renaming."""
+    from meshplan.models.soap.replay import at_points
+
     stmts = program.statements
     writers = [n for n, st in enumerate(stmts) if st.output.array == x]
     copies = {n for n in writers if is_copy(stmts[n])}
@@ -118,14 +127,12 @@ def _forward_one(program: Program, x: str, samples: list[dict[str, int]]) -> Pro
                 fwd = replace(src, index=tuple(sp.expand(e.xreplace(shift)) for e in src.index))
                 if new_reads.setdefault((si, k), fwd) != fwd:
                     return None
-                f = sp.lambdify([sym(v) for v in st.vars] + [sym(p) for p in program.params],
-                                list(fwd.index), "numpy")
                 for r in np.unique(by[by != c]).tolist():
                     if r not in resets:
                         return None
                     pick = by == r
-                    at = [tr.vars[v][rows[pick]] for v in st.vars] + pvals
-                    idx = [np.broadcast_to(np.asarray(e), (int(pick.sum()),)).tolist() for e in f(*at)] if fwd.index else []
+                    env = {**values, **{v: tr.vars[v][rows[pick]] for v in st.vars}}
+                    idx = [at_points(e, env, int(pick.sum())).tolist() for e in fwd.index]
                     got = reset_elem.setdefault(r, {})
                     for m, inst in enumerate(seen[pick].tolist()):
                         key = (*[int(tr.vars[v][inst]) for v in stmts[r].vars], *pvals)
@@ -145,12 +152,20 @@ def _forward_one(program: Program, x: str, samples: list[dict[str, int]]) -> Pro
         if out is None:
             return None
         new_out[r] = Access(arrays.pop(), out)
+    return new_reads, new_out, copies | (resets - set(new_out))
+
+
+def _apply(program: Program, plans: list) -> Program:
+    """``program`` with every plan of :func:`_plan` made (they touch disjoint statements and columns)."""
+    reads_at = {key: a for plan in plans for key, a in plan[0].items()}
+    outs = {r: a for plan in plans for r, a in plan[1].items()}
+    drop = set().union(*(plan[2] for plan in plans))
     kept = []
-    for si, st in enumerate(stmts):
-        if si in copies or (si in resets and si not in new_out):
+    for si, st in enumerate(program.statements):
+        if si in drop:
             continue
-        reads = {a: new_reads.get((si, k), a) for k, a in enumerate(st.reads)}
-        kept.append(replace(st, output=new_out.get(si, st.output),
+        reads = {a: reads_at.get((si, k), a) for k, a in enumerate(st.reads)}
+        kept.append(replace(st, output=outs.get(si, st.output),
                             inputs=tuple(reads[a] for a in st.inputs), text=_retext(st, reads)))
     return replace(program, statements=tuple(kept))
 
@@ -248,16 +263,25 @@ def forward_copies(program: Program) -> tuple[Program, tuple[str, ...]]:
     samples = [base, *({**base, p: SAMPLE_SIZES[1]} for p in program.params)]   # affinely independent sizes
     scalars = [a for a in dict.fromkeys(st.output.array for st in program.statements if not st.output.index)
                if any(is_copy(st) for st in program.writers(a))]
-    done = []
-    for x in scalars:
-        try:
-            new = _forward_one(program, x, samples)
-        except ModelError:
-            new = None
-        if new is None or not all(contracts(program, new, v) for v in samples):
-            continue
-        done.append(x)
-        program = new
+    done, start = [], program
+    while True:      # a round forwards the scalars whose copies read no copied scalar, all from one trace
+        copied = {a for a in scalars if a not in done and any(is_copy(st) for st in program.writers(a))}
+        ready = [a for a in scalars if a in copied and not any(is_copy(st) and st.inputs[0].array in copied
+                                              for st in program.writers(a))]
+        plans = []
+        for x in ready:
+            try:
+                plan = _plan(program, x, samples)
+            except ModelError:
+                plan = None
+            if plan is not None:
+                plans.append(plan)
+                done.append(x)
+        if not plans:
+            break
+        program = _apply(program, plans)
+    if done and not all(contracts(start, program, v) for v in samples):
+        return start, ()
     if not done:
         return program, ()
     return program, (f"copies of {', '.join(done)} forwarded to their sources (each copy vertex merged into "
