@@ -101,7 +101,9 @@ def _element_ids(trace, program: Program, array: str) -> np.ndarray:
 
 
 def expand_temporaries(program: Program) -> tuple[Program, tuple[str, ...]]:
-    """``(program with every reset temporary expanded by its reset loops, notes)``.
+    """``(program with every reset temporary expanded by its reset loops, notes)``; first the copied scalars
+    are forwarded to their sources (:func:`meshplan.models.soap.copies.forward_copies`), the scalar chains
+    held in the elements they are stored into and the triangles split.
 
     An array qualifies when some statement writes it without reading it (a reset) and the loops
     enclosing all its accesses, unnamed by its subscripts, carry no value of it from one iteration
@@ -109,11 +111,13 @@ def expand_temporaries(program: Program) -> tuple[Program, tuple[str, ...]]:
     vertices (checked at sample sizes).  The outermost of those loops is dropped in turn until the
     renaming is exact; an array for which none is exact is left as it is.
     """
+    from meshplan.models.soap.copies import forward_copies
     from meshplan.models.soap.scalars import forward_scalars
 
+    program, copied = forward_copies(program)      # copies contracted into their sources (copies.py)
     program, forwarded = forward_scalars(program)
     program, halves = split_triangles(program)
-    notes: list[str] = [*forwarded, *halves]
+    notes: list[str] = [*copied, *forwarded, *halves]
     resets = [st.output.array for st in program.statements
               if all(a.array != st.output.array for a in st.inputs)]
     for array in dict.fromkeys(resets):

@@ -33,6 +33,7 @@ from meshplan.solvers.soap.derive import derive_screened
 from meshplan.solvers.soap.memo import IntensityMemo
 from meshplan.solvers.soap.pyramid import stencils_refined
 from meshplan.solvers.soap.subgraphs import ALL_SUBGRAPHS_UP_TO, CAPPED_SUBGRAPH, subgraph_statements  # noqa: F401
+from meshplan.solvers.soap.sweeps import sweep_bound
 from meshplan.solvers.soap.window import WindowBound, window_bound
 from meshplan.solvers.soap.trivial import trivial_bound
 
@@ -262,6 +263,10 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
     if win is not None:
         pieces.append(win.bound)
         leads.append(win.leading)
+    if (sweep := sweep_bound(stored, frozenset(partial))) is not None:    # two opposite chains over lines (sweeps.py)
+        pieces.append(sweep.bound)
+        leads.append(_leading_params(sweep.bound, program.params))
+        notes.append(sweep.note)
     bound, kept = _largest(pieces, program.params)
     lead, _ = _largest(leads, program.params, leading=True)
     if triv != 0 and any(k is triv for k in kept):

@@ -1,4 +1,5 @@
-"""Copies forwarded to their sources (models/soap/copies.py): a contraction of the CDAG.
+"""Copies forwarded to their sources (models/soap/copies.py): a contraction of the CDAG; and the two-sweep
+floor that reads its chains off the contracted program (solvers/soap/sweeps.py).
 
 Checked: deriche's filter-state copies all forward (the reads become ``imgIn[i, j - 1]``, ``y1[i, j - 1]``,
 ``y1[i, j - 2]`` and the backward and column twins), the result is the original CDAG with each copy vertex
@@ -15,7 +16,10 @@ import pytest
 from meshplan.models.soap import parse_file, parse_source
 from meshplan.models.soap.copies import contracts, forward_copies, is_copy
 from meshplan.models.soap.scalars import split_scalars
+from meshplan.models.loops.program import sym
 from meshplan.solvers.soap.bound import analyze
+from meshplan.solvers.soap.chi import S
+from meshplan.solvers.soap.sweeps import sweep_bound
 from meshplan.solvers.soap.pebbling import cdag, optimal_io
 
 EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
@@ -78,3 +82,57 @@ def test_the_forwarded_bound_is_below_the_exhaustive_optimum_of_the_original(n):
     assert analyze(q).evaluate({"M": 1, "N": n, "S": memory}) <= opt + 1e-9
     h = cdag(q, {"M": 1, "N": n})
     assert h.n < g.n and optimal_io(h, memory) <= opt        # the contraction cannot raise the optimum
+
+
+# --- the two-sweep floor (solvers/soap/sweeps.py), which reads its chains off the contracted program ---
+
+#: two opposite first-order chains over each row of ``x``, without copies (``y[i, -1]``, ``z[i, N]`` inputs)
+DIRECT = """
+def f(M, N):
+    for i in range(M):
+        for j in range(N):
+            y[i, j] = x[i, j] + y[i, j - 1]
+    for i in range(M):
+        for j in range(N - 1, -1, -1):
+            z[i, j] = x[i, j] + z[i, j + 1]
+"""
+
+#: both chains run forward: one load of a row serves both, no floor
+SAME_WAY = DIRECT.replace("range(N - 1, -1, -1)", "range(N)").replace("z[i, j + 1]", "z[i, j - 1]")
+
+#: the chains read different arrays: no site is read twice
+TWO_INPUTS = DIRECT.replace("z[i, j] = x[i, j]", "z[i, j] = u[i, j]")
+
+
+def test_the_sweep_floor_of_two_copied_filters():
+    (p,) = parse_source(TWO_SWEEPS)
+    sw = sweep_bound(p)
+    assert sw is not None and sw.source == "x" and (sw.forward, sw.backward) == ("S2", "S5")
+    M, N = sym("M"), sym("N")
+    assert (sw.bound - (2 * M * N + M * (N - 2 * S))).expand() == 0     # x loaded, o stored; N sites a row
+
+
+@pytest.mark.parametrize("src", [SAME_WAY, TWO_INPUTS])
+def test_no_floor_without_two_opposite_sweeps_over_one_input(src):
+    (p,) = parse_source(src)
+    assert sweep_bound(p) is None
+
+
+@pytest.mark.parametrize("src", [DIRECT, TWO_SWEEPS])
+@pytest.mark.parametrize("M, N, memory", [(2, 60, 4), (1, 200, 8)])
+def test_the_sweep_floor_is_below_replayed_schedules(src, M, N, memory):
+    """The loop order (each chain row by row) and the order fusing each row's two chains, both replayed by
+    LRU, against the bound — which the floor leads at these sizes."""
+    import numpy as np
+
+    from meshplan.models.soap.replay import build_trace, legal, loop_order, replay_order
+
+    (p,) = parse_source(src)
+    res = analyze(p)
+    bound = res.evaluate({"M": M, "N": N, "S": memory})
+    assert any("two opposite sweeps" in n for n in res.notes)
+    tr = build_trace(p, {"M": M, "N": N})
+    by_row = np.lexsort((np.arange(tr.instances), tr.vars["i_2"].clip(0) + tr.vars["i"].clip(0)))
+    for order in (loop_order(tr), by_row):
+        if legal(tr, order):
+            assert bound <= replay_order(tr, order, memory).total
