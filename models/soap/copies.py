@@ -24,9 +24,13 @@ original's.  The renamed reset constants are last values of their elements, outp
 not have: a bound on the new program must not count their stores (the X-partition of the SOAP bound uses
 no outputs; the trivial floor is taken on the program as given).
 
-Not called by the SOAP derivation: renamed into the source array (``imgIn[i, -1] = 0.0``), a reset makes
-that array a written one whose only writers read nothing, and the derivation then treats its reads as
-free (sound, but deriche's filters become unbounded statements and its bound the trivial floor).
+Called first by :func:`meshplan.models.soap.expand.expand_temporaries`, and by the two-sweep floor
+(:mod:`meshplan.solvers.soap.sweeps`), which reads its chains off the contracted program.  Renamed into the
+source array (``imgIn[i, -1] = 0.0``), a reset makes that array a written one whose only writers read
+nothing, and the derivation then treats its reads as free: sound, but deriche's six filter statements
+become unbounded (χ = ∞, left out) and its SOAP part counts only the reset constants.  Even with the
+boundary reads as initial values instead, every subgraph evaluated fuses all six on one load of ``imgIn``
+(ρ = 6): once the copies are no work, the method proves no more than the trivial floor for deriche.
 
 Exactness is checked, not assumed: at the sample sizes the new program's CDAG must be the original's with
 every copy vertex merged into the vertex it copies (the same instances in program order, the same
