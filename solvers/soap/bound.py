@@ -265,7 +265,7 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
         leads.append(win.leading)
     if (sweep := sweep_bound(stored, frozenset(partial))) is not None:    # two opposite chains over lines (sweeps.py)
         pieces.append(sweep.bound)
-        leads.append(_leading_params(sweep.bound, program.params))
+        leads.append(sweep.leading)
         notes.append(sweep.note)
     bound, kept = _largest(pieces, program.params)
     lead, _ = _largest(leads, program.params, leading=True)

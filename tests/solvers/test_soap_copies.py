@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import sympy as sp
 
 from meshplan.models.soap import parse_file, parse_source
 from meshplan.models.soap.copies import contracts, forward_copies, is_copy
@@ -109,7 +110,7 @@ def test_the_sweep_floor_of_two_copied_filters():
     sw = sweep_bound(p)
     assert sw is not None and sw.source == "x" and (sw.forward, sw.backward) == ("S2", "S5")
     M, N = sym("M"), sym("N")
-    assert (sw.bound - (2 * M * N + M * (N - 2 * S))).expand() == 0     # x loaded, o stored; N sites a row
+    assert sw.bound == sp.Max(2 * M * N, sp.expand(2 * M * N + M * (N - 2 * S)))  # x loaded, o stored; N sites a row
 
 
 @pytest.mark.parametrize("src", [SAME_WAY, TWO_INPUTS])
