@@ -49,7 +49,7 @@ import sympy as sp
 from meshplan.models.core.errors import ModelError
 from meshplan.models.loops.program import Access, Program, Statement, sym
 
-__all__ = ["forward_copies", "is_copy", "contracts"]
+__all__ = ["forward_copies", "is_copy", "contracts", "read_producers"]
 
 
 def is_copy(st: Statement) -> bool:
@@ -61,8 +61,9 @@ def is_copy(st: Statement) -> bool:
     return re.fullmatch(r"\s*\w+\s*(\[[^\]]*\])?\s*", st.text) is not None
 
 
-def _reads_by_instance(program: Program, values: dict[str, int]):
-    """``(trace, producer per (instance, read column), -2 where the column is empty)``."""
+def read_producers(program: Program, values: dict[str, int]):
+    """``(trace of ``program`` at ``values``, the instance whose value each read column of each instance
+    sees: -1 an initial value, -2 no such column)`` (cached per program and sizes)."""
     return _reads_cached(program, tuple(sorted(values.items())))
 
 
@@ -101,7 +102,7 @@ def _plan(program: Program, x: str, samples: list[dict[str, int]]):
     # reset statement -> (sample, instance) -> (loop values + parameter values, element)
     reset_elem: dict[int, dict[tuple[int, int], tuple]] = {}
     for t, values in enumerate(samples):
-        tr, prod = _reads_by_instance(program, values)
+        tr, prod = read_producers(program, values)
         pvals = [values[p] for p in program.params]
         for si, st in enumerate(stmts):
             for k, acc in enumerate(st.reads):
@@ -204,7 +205,7 @@ def _fitted(names: list[str], at: np.ndarray, elems: np.ndarray) -> tuple[sp.Exp
 def _preds(program: Program, values: dict[str, int]):
     """``(statement name per instance, per instance the producer of each read column: an instance, or
     ``("in", element)`` for an initial value)``."""
-    tr, prod = _reads_by_instance(program, values)
+    tr, prod = read_producers(program, values)
     names = [program.statements[s].name for s in tr.stmt.tolist()]
     cols = []
     for i, row in enumerate(prod.tolist()):

@@ -130,7 +130,7 @@ def _candidates(fwd: Program, inputs: set[str]):
 
 def _checked(program: Program, fwd: Program, f: Statement, b: Statement, key, best) -> bool:
     """The chains, sites and ancestry hold on the traces of ``fwd`` at the sample sizes."""
-    from meshplan.models.soap.copies import _reads_by_instance
+    from meshplan.models.soap.copies import read_producers
     from meshplan.models.soap.replay import at_points
 
     _, a, c, lo, hi = best
@@ -139,7 +139,7 @@ def _checked(program: Program, fwd: Program, f: Statement, b: Statement, key, be
     for n in SAMPLES:
         values = {p: n for p in fwd.params}
         try:
-            tr, prod = _reads_by_instance(fwd, values)
+            tr, prod = read_producers(fwd, values)
         except ModelError:
             return False
         k0, k1 = int(lo.subs({sym(p): n for p in fwd.params})), int(hi.subs({sym(p): n for p in fwd.params}))
