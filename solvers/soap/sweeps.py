@@ -226,7 +226,11 @@ def sweep_bound(stored: Program, skip_reads: frozenset = frozenset()) -> SweepBo
     split, _ = split_scalars(stored)
     fwd, _ = forward_copies(split)
     for f, b, key, best in _candidates(fwd, inputs):
-        if not _checked(stored, fwd, f, b, key, best):
+        try:
+            ok = _checked(stored, fwd, f, b, key, best)
+        except (ModelError, TypeError, ValueError):     # a bound or subscript the traces cannot evaluate
+            ok = False
+        if not ok:
             continue
         lines = sp.expand(f.loops[0].upper - f.loops[0].lower)
         triv = _trivial(stored, split, skip_reads)
