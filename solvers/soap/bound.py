@@ -33,7 +33,7 @@ from meshplan.solvers.soap.derive import derive_screened
 from meshplan.solvers.soap.memo import IntensityMemo
 from meshplan.solvers.soap.pyramid import stencils_refined
 from meshplan.solvers.soap.subgraphs import ALL_SUBGRAPHS_UP_TO, CAPPED_SUBGRAPH, subgraph_statements  # noqa: F401
-from meshplan.solvers.soap.sweeps import sweep_bound
+from meshplan.solvers.soap.sweeps import SweepBound, sweep_bound
 from meshplan.solvers.soap.window import WindowBound, window_bound
 from meshplan.solvers.soap.trivial import trivial_bound
 
@@ -78,6 +78,8 @@ class ProgramBound:
     guards: tuple = ()
     #: ``(statement, input array)`` whose reads the trivial floor does not count (some only dead instances read)
     partial_reads: tuple = ()
+    #: the floor of two opposite chains over the lines of an input (:mod:`meshplan.solvers.soap.sweeps`), if any
+    sweep: SweepBound | None = None
 
     @property
     def dominant(self) -> ArrayBound | None:
@@ -121,6 +123,8 @@ class ProgramBound:
         total = max(total, float(sp.N(self.trivial.subs(subs))))
         if self.window is not None:
             total = max(total, float(sp.N(self.window.bound.subs(subs).subs(S, s))))
+        if self.sweep is not None:
+            total = max(total, float(sp.N(self.sweep.bound.subs(subs).subs(S, s))))
         return total / float(values.get("p", 1))
 
     def evaluate(self, values: dict[str, float]) -> float:
@@ -276,7 +280,7 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
         notes.append(f"the window bound of {win.pivot} (one value per step of {win.loop} that the next step "
                      f"waits for; {win.reads} inputs read per step) is {win.bound}")
     return ProgramBound(program, findings, tuple(results), tuple(arrays), bound, lead, bound / P,
-                        time.perf_counter() - t0, tuple(notes), triv, stored, win, guards, partial)
+                        time.perf_counter() - t0, tuple(notes), triv, stored, win, guards, partial, sweep)
 
 
 def _leading_params(expr: sp.Expr, params) -> sp.Expr:
