@@ -75,10 +75,11 @@ def test_screening_keeps_the_bound_of_the_large_examples(name):
     assert sum(it.method == "screened" for it in r.subgraphs) >= len(r.subgraphs) // 2
 
 
-@pytest.mark.parametrize("name, count", [("ludcmp", 7), ("deriche", 150)])
+@pytest.mark.parametrize("name, count", [("ludcmp", 7), ("deriche", 38)])
 def test_large_examples_derive_only_the_leading_candidates(name, count):
     """ludcmp (its scalar chains held in A, y and x: 7 subgraphs; 112 while they were arrays w__1..w__4)
-    and deriche (over 150): at most about half may lead an array; the rest are screened."""
+    and deriche (38 since its filter-state copies are forwarded to their sources; 335 before): at most
+    about half may lead an array; the rest are screened."""
     r = analyze(_program(name))
     screened = [it for it in r.subgraphs if it.method == "screened"]
     assert len(r.subgraphs) >= count and len(r.subgraphs) // 2 <= len(screened) < len(r.subgraphs)
