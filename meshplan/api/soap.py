@@ -113,6 +113,10 @@ def report_json(res, values: dict[str, int], *, tiles: bool = True, time_limit_s
             "bound": _s(res.window.bound), "leading_term": _s(res.window.leading),
             "no_recomputation": _s(res.window.no_recomputation),
             "leading_term_no_recomputation": _s(res.window.leading_no_recomputation)},
+        "sweep": None if res.sweep is None else {
+            "forward": res.sweep.forward, "backward": res.sweep.backward, "input": res.sweep.source,
+            "lines": _s(res.sweep.lines), "sites_read_by_both": _s(res.sweep.sites),
+            "trivial": _s(res.sweep.trivial), "bound": _s(res.sweep.bound), "leading_term": _s(res.sweep.leading)},
     }
     missing = [p for p in prog.params if p not in values] + ([] if "S" in values else ["S"])
     if values and missing:
@@ -186,6 +190,7 @@ class BoundReport(Result):
     integer_tiles: Mapping | None
     schedule: Mapping | None = None
     window: Mapping | None = None
+    sweep: Mapping | None = None
     analysis: Any = library_field()
 
 
