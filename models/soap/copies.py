@@ -41,6 +41,7 @@ initial value, a reset read at two places) keeps its statements.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -56,8 +57,6 @@ def is_copy(st: Statement) -> bool:
     """``x = y[…]``: one read and nothing else on the right-hand side, of another location."""
     if st.op != "=" or len(st.inputs) != 1 or st.inputs[0] == st.output:
         return False
-    import re
-
     return re.fullmatch(r"\s*\w+\s*(\[[^\]]*\])?\s*", st.text) is not None
 
 
@@ -176,8 +175,6 @@ def _apply(program: Program, plans: list) -> Program:
 
 
 def _retext(st: Statement, reads: dict[Access, Access]) -> str:
-    import re
-
     text = st.text
     for old, new in reads.items():
         if old != new and not old.index:

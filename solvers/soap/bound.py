@@ -34,6 +34,7 @@ from meshplan.solvers.soap.memo import IntensityMemo
 from meshplan.solvers.soap.pyramid import stencils_refined
 from meshplan.solvers.soap.subgraphs import ALL_SUBGRAPHS_UP_TO, CAPPED_SUBGRAPH, subgraph_statements  # noqa: F401
 from meshplan.solvers.soap.sweeps import SweepBound, sweep_bound
+from meshplan.solvers.soap.symbols import leading_in_sizes
 from meshplan.solvers.soap.window import WindowBound, window_bound
 from meshplan.solvers.soap.trivial import trivial_bound
 
@@ -263,7 +264,7 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
     pieces, leads = [soap], [lead]
     if triv != 0:
         pieces.append(triv)
-        leads.append(_leading_params(triv, program.params))
+        leads.append(leading_in_sizes(triv, program.params))
     if win is not None:
         pieces.append(win.bound)
         leads.append(win.leading)
@@ -281,23 +282,6 @@ def analyze(program: Program, *, max_subgraph: int | None = None, screen: bool =
                      f"waits for; {win.reads} inputs read per step) is {win.bound}")
     return ProgramBound(program, findings, tuple(results), tuple(arrays), bound, lead, bound / P,
                         time.perf_counter() - t0, tuple(notes), triv, stored, win, guards, partial, sweep)
-
-
-def _leading_params(expr: sp.Expr, params) -> sp.Expr:
-    """The terms of highest total degree in the size parameters (``Max`` arguments each)."""
-    if isinstance(expr, sp.Max):
-        return sp.Max(*[_leading_params(a, params) for a in expr.args])
-    psyms = [sym(p) for p in params]
-    if not psyms:  # constant loop bounds: nothing to lead
-        return expr
-    try:
-        poly = sp.Poly(sp.expand(expr), *psyms)
-    except sp.PolynomialError:
-        return expr
-    if poly.is_zero:
-        return expr
-    deg = poly.total_degree()
-    return sp.Add(*[c * sp.Mul(*[x ** e for x, e in zip(psyms, m)]) for m, c in poly.terms() if sum(m) == deg])
 
 
 def _largest(exprs: list, params, *, leading: bool = False) -> tuple[sp.Expr, list]:

@@ -42,6 +42,7 @@ import sympy as sp
 from meshplan.models.core.errors import ModelError
 from meshplan.models.loops.program import Program, Statement, sym
 from meshplan.solvers.soap.chi import S
+from meshplan.solvers.soap.symbols import leading_in_sizes
 from meshplan.solvers.soap.trivial import trivial_bound
 
 __all__ = ["SweepBound", "sweep_bound"]
@@ -241,19 +242,8 @@ def sweep_bound(stored: Program, skip_reads: frozenset = frozenset()) -> SweepBo
 
 
 def _leading(expr: sp.Expr, params) -> sp.Expr:
-    """The terms of highest total degree in ``params`` of each branch of ``expr``, the branches compared
-    with the parameters positive."""
+    """:func:`~meshplan.solvers.soap.symbols.leading_in_sizes` with the sizes positive, so that the branches
+    of a ``Max`` compare (``Max(2HW, 3HW)`` is ``3HW``)."""
     pos = {sym(p): sp.Symbol(f"_{p}", positive=True) for p in params}
-    back = {v: k for k, v in pos.items()}
-    branches = expr.args if isinstance(expr, sp.Max) else (expr,)
-    out = []
-    for e in branches:
-        try:
-            poly = sp.Poly(sp.expand(e), *pos)
-        except sp.PolynomialError:
-            out.append(e)                     # not a polynomial in the sizes (a Max in the trivial count)
-            continue
-        deg = poly.total_degree()
-        out.append(sp.Add(*[c * sp.Mul(*[x ** k for x, k in zip(pos, m)]) for m, c in poly.terms()
-                            if sum(m) == deg]))
-    return sp.Max(*[o.xreplace(pos) for o in out]).xreplace(back)
+    lead = leading_in_sizes(expr.xreplace(pos), list(pos.values()))
+    return lead.xreplace({v: k for k, v in pos.items()})
