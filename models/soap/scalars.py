@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from meshplan.models.loops.program import Access, Program
+from meshplan.models.soap.terms import UnionFind
 
 __all__ = ["split_scalars", "split_webs", "forward_scalars"]
 
@@ -80,23 +81,6 @@ def split_scalars(program: Program) -> tuple[Program, tuple[str, ...]]:
     return program, notes + web_notes
 
 
-class _Union:
-    """Union–find over hashable nodes."""
-
-    def __init__(self) -> None:
-        self.up: dict = {}
-
-    def find(self, x):
-        self.up.setdefault(x, x)
-        while self.up[x] != x:
-            self.up[x] = self.up[self.up[x]]
-            x = self.up[x]
-        return x
-
-    def join(self, a, b) -> None:
-        self.up[self.find(a)] = self.find(b)
-
-
 def _webs(program: Program):
     """``(union of writer statements per array, {read column: a node it sees}, the writers of final values)``
     from the traces at the sample sizes, or ``None`` when a trace is refused.  A node is ``(array, statement
@@ -110,7 +94,7 @@ def _webs(program: Program):
 
     stmts = program.statements
     cols = [[*st.reads, st.output] for st in stmts]
-    uf, seen_by, final = _Union(), {}, set()
+    uf, seen_by, final = UnionFind(), {}, set()
     for n in SAMPLE_SIZES:
         try:
             tr, el, wr, inst, prod = _producers(program, tuple((p, n) for p in program.params))
@@ -128,7 +112,7 @@ def _webs(program: Program):
         for col, w in pairs.tolist():
             si, k = divmod(col, width)
             node = (cols[si][k].array, stmts[w].name if w >= 0 else -1)
-            uf.join(seen_by.setdefault((si, k), node), node)
+            uf.union(seen_by.setdefault((si, k), node), node)
     return uf, seen_by, final
 
 

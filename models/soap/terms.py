@@ -106,13 +106,15 @@ class Term:
 
 
 class UnionFind:
-    """A union-find over tile variables (variables that must take equal tile sizes)."""
+    """A union-find over hashable items (tile variables that must take equal tile sizes; the webs of
+    :func:`meshplan.models.soap.scalars.split_webs`)."""
 
-    def __init__(self, items):
+    def __init__(self, items=()):
         self.p = {x: x for x in items}
 
     def find(self, x):
-        """The representative of ``x`` (with path halving)."""
+        """The representative of ``x`` (with path halving; an item not seen before is its own set)."""
+        self.p.setdefault(x, x)
         while self.p[x] != x:
             self.p[x] = self.p[self.p[x]]
             x = self.p[x]
