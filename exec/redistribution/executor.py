@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from mpi4py.util.dtlib import from_numpy_dtype
 
 from meshplan.exec.runtime.comms import SubComms
 from meshplan.exec.runtime.data import index_tile
@@ -27,6 +28,7 @@ from meshplan.models.core.errors import ModelError
 from meshplan.models.redistribution.lowlevel import Assignment, apply_lowlevel, groups
 from meshplan.models.redistribution.offsets import axes_tile_index
 from meshplan.models.redistribution.pieces import exchange_layout
+from meshplan.models.redistribution.split import exchange
 from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll, DynSlice
 
 __all__ = ["RedistributionExecutor", "compile_program", "compile_steps", "run_program", "Moved"]
@@ -65,6 +67,7 @@ class _Action:
     hi: int = 0
     dest: int = 0            # allpermute: send to, receive from
     source: int = 0
+    split: Any = None        # allpermute split among replicas: the step (its chunks by split.exchange)
     expect: tuple = ()       # base offset and local type after the step (for checks)
     layout: Any = None       # alltoall: its ExchangeLayout (its pieces and how they join)
 
@@ -91,7 +94,7 @@ def compile_program(comm, comms: SubComms, mesh, coords0, src, steps) -> list[_A
             actions.append(_Action("dynslice", dim=step.dim, lo=v * c, hi=(v + 1) * c, expect=expect))
         elif isinstance(step, AllPermute):
             actions.append(_Action("allpermute", dest=step.source.index(rank), source=step.source[rank],
-                                   expect=expect))
+                                   expect=expect, split=step if step.holders is not None else None))
         else:  # pragma: no cover - step_from_dict only builds the four kinds
             raise TypeError(f"unknown step {step!r}")
         state = new_state
@@ -163,7 +166,12 @@ def compile_steps(comm, actions: list[_Action], shape: tuple, dtype) -> list[_St
             steps.append(_Step(_slicer(sl, new, dt), nb(s) + nb(new)))
         else:  # allpermute
             new = s
-            if act.dest == rank and act.source == rank:
+            if act.split is not None:   # chunks from every holder of the tile, in one Alltoallv
+                counts = _chunk_counts(act.split, rank, comm.size, math.prod(s))
+                t = from_numpy_dtype(dt)
+                counted = comm.bytes_of("Alltoallv", [probe(s), *counts[:2], t], [probe(s), *counts[2:], t])
+                steps.append(_Step(_chunk_permuter(comm.comm.Alltoallv, counts, t, s, dt), 2 * nb(s), counted))
+            elif act.dest == rank and act.source == rank:
                 steps.append(_Step(_permuter(None, 0, 0, s, dt), 2 * nb(s)))
             else:
                 counted = comm.bytes_of("Sendrecv", probe(s), act.dest, 7, probe(s), act.source, 7)
@@ -222,6 +230,29 @@ def _permuter(sendrecv, dest_rank: int, source: int, shape, dt):
             np.copyto(new, tile)
         else:
             sendrecv(tile, dest_rank, 7, new, source, 7)
+        return new
+    return run
+
+
+def _chunk_counts(step, rank: int, size: int, localsize: int) -> tuple[np.ndarray, ...]:
+    """Alltoallv's send counts and displacements, then receive counts and displacements, of ``rank`` in a
+    split allpermute (:func:`~meshplan.models.redistribution.split.exchange`: chunks of the flat tile)."""
+    sends, recvs = exchange(step, rank, localsize)
+    out = [np.zeros(size, dtype=np.int64) for _ in range(4)]
+    for (cnt, disp), pairs in ((out[:2], sends), (out[2:], recvs)):
+        for peer, lo, hi in pairs:
+            cnt[peer], disp[peer] = hi - lo, lo
+    return tuple(out)
+
+
+def _chunk_permuter(alltoallv, counts, mpitype, shape, dt):
+    keep = not counts[2].any()   # this rank already holds its new tile
+
+    def run(tile: np.ndarray, dest: np.ndarray | None) -> np.ndarray:
+        new = dest if dest is not None else np.empty(shape, dtype=dt)
+        if keep:
+            np.copyto(new, tile)
+        alltoallv([tile.reshape(-1), counts[0], counts[1], mpitype], [new.reshape(-1), counts[2], counts[3], mpitype])
         return new
     return run
 

@@ -85,18 +85,18 @@ def wire_bytes(search: Any, itemsize: int) -> int:
 
     total, before = 0, search.src.localsize
     for s in search.steps:
-        total += op_cost(s.step.op, before, s.localsize, step_group(search.mesh, s.step), "wire")
+        total += op_cost(s.step, before, s.localsize, step_group(search.mesh, s.step), "wire")
         before = s.localsize
     return total * itemsize
 
 
 def framework_plan(framework: str, mesh: Mesh, shape: tuple[int, ...], src: DistType, dst: DistType,
-                   layouts: tuple[str, str], dtype: str, cost: str) -> FrameworkPlan:
+                   layouts: tuple[str, str], dtype: str, cost: str, split: bool = True) -> FrameworkPlan:
     """Plan ``src ⇝ dst`` on ``mesh`` with :func:`~meshplan.api.redistribution.plan_redistribution` under
     ``cost`` and describe it for the framework (``dtype``: any name :func:`as_dtype` reads)."""
     from meshplan.api.redistribution import plan_redistribution
 
-    p = plan_redistribution(src, dst, mesh, dtype=dtype, cost=cost)
+    p = plan_redistribution(src, dst, mesh, dtype=dtype, cost=cost, split=split)
     return FrameworkPlan(framework=framework, mesh=mesh.cli(), global_shape=tuple(shape),
                          padded_shape=tuple(src.globaltype), src_layout=layouts[0], dst_layout=layouts[1],
                          src=str(src), dst=str(dst), dtype=p.dtype, cost_model=cost, program=p.program,

@@ -25,7 +25,9 @@ class RedistributionStep(Value):
     """One step of a program: the collective (``op``), its mesh ``axes`` and tensor ``dims`` (of a multi-pair
     all-to-all: every move's), the type after it
     (over the user's mesh, and over the prime mesh), the local tile after it and the bytes it moves per device;
-    ``moved_devices`` (an ``allpermute`` only) counts the devices that receive."""
+    ``moved_devices`` (an ``allpermute`` only) counts the devices that receive, and ``chunks`` (an
+    ``allpermute`` split among the replicas of each tile, planned by the wire cost) the holders each of them
+    takes an equal chunk from."""
 
     op: str
     axes: tuple[str, ...]
@@ -36,6 +38,7 @@ class RedistributionStep(Value):
     local_bytes: int
     cost_bytes: int
     moved_devices: int | None = optional_field()  # an allpermute's only
+    chunks: int | None = optional_field()  # a split allpermute's only
 
 
 @value
@@ -119,8 +122,15 @@ def _steps(plan, itemsize: int) -> tuple[RedistributionStep, ...]:
     return tuple(RedistributionStep(s.step.op, tuple(getattr(s.step, "group_axes", s.step.axes)),
                                     tuple(s.step.dims), plan.display(s.type),
                                     str(s.type), s.localsize, s.localsize * itemsize, s.cost * itemsize,
-                                    s.step.moved if s.step.op == "allpermute" else None)
+                                    s.step.moved if s.step.op == "allpermute" else None,
+                                    _chunks(s.step))
                  for s in plan.steps)
+
+
+def _chunks(step) -> int | None:
+    """The chunks each receiving device of a split ``allpermute`` takes (one from each holder), else None."""
+    held = getattr(step, "holders", None)
+    return max(len(h) for h in held) if held else None
 
 
 def _program(plan, itemsize: int) -> RedistributionProgram:
@@ -140,21 +150,26 @@ def _problem(src: Any, dst: Any, mesh: Any, dtype: Any) -> RedistributionProblem
 
 
 def plan_redistribution(src: Any, dst: Any = None, mesh: Any = None, *, dtype: str = "f32",
-                        cost: str = "paper") -> RedistributionPlan:
+                        cost: str = "paper", split: bool = True) -> RedistributionPlan:
     """The memory-bounded program of the shortest-path search (§7) that redistributes an array from type
     ``src`` to ``dst`` on ``mesh`` (e.g. ``"[4{x}16,16]"``, ``"[16,4{x}16]"``, ``"x=4"``; or one
     :class:`RedistributionProblem`), never holding more per device than the larger tile, next to the
     XLA-style baseline.  ``dtype`` (``f32``, ``f64``, ``bf16``, ``i32`` …) sets the byte figures.  ``cost``
     is what the search minimises and the costs report: ``"paper"`` (Fig. 11, the default, reproduces the
-    paper) or ``"wire"`` (the bytes each device sends, the (g−1)/g factors of each collective included)."""
+    paper) or ``"wire"`` (the bytes each device sends, the (g−1)/g factors of each collective included).
+    Under ``"wire"`` a permutation is split among the replicas of each tile where that sends fewer bytes
+    from the busiest device (``split=False``: whole tiles, one source each, as the paper's step model)."""
     from meshplan.models.redistribution.cost import check_cost
+    from meshplan.solvers.redistribution.lower import LoweringOptions
     from meshplan.solvers.redistribution.baseline import baseline_plan
     from meshplan.solvers.redistribution.plan import plan_redistribution as _plan
 
     check_cost(cost)
     pr = _problem(src, dst, mesh, dtype)
     item = pr.itemsize
-    search = _plan(pr.mesh, pr.src, pr.dst, cost=cost)
+    if not isinstance(split, bool):
+        raise ModelError(f"split must be True or False, got {split!r}", param="split")
+    search = _plan(pr.mesh, pr.src, pr.dst, LoweringOptions(split=split), cost=cost)
     base = baseline_plan(pr.mesh, pr.src, pr.dst, cost=cost)
     dec = search.decomposition
     return RedistributionPlan(

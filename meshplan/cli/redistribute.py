@@ -64,7 +64,9 @@ def _table(con, title: str, plan, itemsize: int) -> None:
     for k, s in enumerate(plan.steps, 1):
         op = str(s.step)
         if s.step.op == "allpermute":
-            op += f" ({s.step.moved} devices receive)"
+            op += f" ({s.step.moved} devices receive"
+            op += f", each {max(len(h) for h in s.step.holders)} chunks from the tile's holders)" \
+                if s.step.holders else ")"
         t.add_row(str(k), op, plan.display(s.type), format_bytes(s.localsize * itemsize),
                   format_bytes(s.cost * itemsize))
     con.print(t)

@@ -25,6 +25,7 @@ from meshplan.models.core.errors import ModelError
 from meshplan.models.redistribution.lowlevel import Assignment, apply_lowlevel, groups
 from meshplan.models.redistribution.offsets import axes_tile_index
 from meshplan.models.redistribution.pieces import exchange_layout
+from meshplan.models.redistribution.split import exchange
 from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll, DynSlice
 from meshplan.models.redistribution.types import Dim, DistType
 from meshplan.torch.groups import process_group
@@ -132,6 +133,12 @@ class _Program:
                 c = new.type.dims[step.dim].local
                 v = int(axes_tile_index(mesh, step.axes, state.coords)[me])
                 self.actions.append(("dynslice", step.dim, v * c, c))
+            elif isinstance(step, AllPermute) and step.holders is not None:   # chunks from every holder
+                grank = sorted(ranks)
+                sends, recvs = exchange(step, me, state.type.localsize)
+                at = lambda pairs: sorted((grank.index(ranks[p]), lo, hi) for p, lo, hi in pairs)  # noqa: E731
+                self.actions.append(("split", everyone, len(ranks), at(sends), at(recvs), state.type.localtype,
+                                     tuple(i for i, d in enumerate(new.type.dims) if not d.axes)))
             elif isinstance(step, AllPermute):
                 grank = sorted(ranks)
                 self.actions.append(("allpermute", everyone, len(ranks), grank.index(ranks[step.source.index(me)]),
@@ -166,6 +173,27 @@ class _Program:
             elif kind == "dynslice":
                 _, dim, lo, c = act
                 t = _fit(t.narrow(dim, min(lo, t.shape[dim]), max(0, min(c, t.shape[dim] - lo))), dim, c)
+            elif kind == "split":   # the tile at its padded shape, chunks of it by all_to_all_single
+                _, pg, size, sends, recvs, local, whole = act
+                for i, n in enumerate(local):
+                    t = _fit(t, i, n)
+                flat = t.contiguous().reshape(-1)
+                ins, outs = [0] * size, [0] * size
+                for r, lo, hi in sends:
+                    ins[r] = hi - lo
+                for r, lo, hi in recvs:
+                    outs[r] = hi - lo
+                send = torch.cat([flat[lo:hi] for _, lo, hi in sends]) if sends else flat[:0]
+                got = funcol.wait_tensor(funcol.all_to_all_single(send.contiguous(), outs, ins, pg))
+                if recvs:
+                    new = torch.empty_like(flat)
+                    at = 0
+                    for _, lo, hi in recvs:
+                        new[lo:hi] = got[at:at + hi - lo]
+                        at += hi - lo
+                    t = new.reshape(t.shape)
+                for i in whole:
+                    t = _fit(t, i, self.true[i])
             else:
                 _, pg, size, dest, source = act
                 flat = t.contiguous().reshape(-1)

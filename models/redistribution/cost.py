@@ -13,7 +13,9 @@ byte counter on the framework's collectives reads):
 
 * ``allgather``: ``localsize(τ1)·(g−1)`` = ``localsize(τ2)·(g−1)/g``  (its tile to each of the others)
 * ``alltoall``: ``localsize(τ1)·(g−1)/g``  (every piece but its own)
-* ``allpermute``: ``localsize(τ1)`` (a device that moves sends its whole tile)   * ``dynslice``: 0
+* ``allpermute``: ``localsize(τ1)`` (a device that moves sends its whole tile); split among the ``ρ``
+  replicas of each tile, ``localsize(τ1)·m/ρ`` for the most devices ``m`` lacking one tile
+  (:mod:`meshplan.models.redistribution.split`)   * ``dynslice``: 0
 
 Fig. 11 prices an all-gather at its full result whatever the group size, so it may prefer one big gather
 after an extra all-to-all; the wire cost does not.  Both costs are additive over steps and depend only on
@@ -27,6 +29,7 @@ import math
 from typing import Sequence
 
 from meshplan.models.core.errors import ModelError
+from meshplan.models.redistribution.steps import Step
 from meshplan.models.redistribution.types import DistType
 
 __all__ = ["COSTS", "check_cost", "op_cost", "sequence_cost", "height"]
@@ -42,10 +45,13 @@ def check_cost(cost: str) -> str:
     return cost
 
 
-def op_cost(op: str, localsize_before: int, localsize_after: int, group: int | None = None,
+def op_cost(op: "str | Step", localsize_before: int, localsize_after: int, group: int | None = None,
             cost: str = "paper") -> int:
     """Cost of one collective in elements per device under the model ``cost``; ``group`` is the number of
-    devices of an ``alltoall`` (the wire cost needs it; an all-gather's is ``after / before``)."""
+    devices of an ``alltoall`` (the wire cost needs it; an all-gather's is ``after / before``).  ``op`` is
+    the collective's name or the step itself (the wire cost of an ``allpermute`` split among replicas needs
+    the step: :meth:`~meshplan.models.redistribution.steps.AllPermute.wire_elements`)."""
+    step, op = (None, op) if isinstance(op, str) else (op, op.op)
     if cost == "paper":
         if op in ("allpermute", "alltoall"):
             return localsize_before
@@ -62,7 +68,7 @@ def op_cost(op: str, localsize_before: int, localsize_after: int, group: int | N
                                  f"got {group!r}")
             return localsize_before - localsize_before // group
         if op == "allpermute":
-            return localsize_before
+            return localsize_before if step is None else step.wire_elements(localsize_before)
         if op == "dynslice":
             return 0
     else:

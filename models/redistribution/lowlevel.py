@@ -78,10 +78,22 @@ def apply_lowlevel(mesh: Mesh, state: Assignment, step: Step, coords0: np.ndarra
         target = apply_strict(mesh, state.type, step)
         if step.source is None or sorted(step.source) != list(range(state.coords.shape[0])):
             raise ModelError("a lowered allpermute needs a permutation `source` of all devices")
-        have = state.offsets(mesh)[list(step.source)]
+        offsets = state.offsets(mesh)
         want = base_offsets(mesh, target, coords0)
-        if not np.array_equal(have, want):
+        if not np.array_equal(offsets[list(step.source)], want):
             raise ModelError(f"PERMUTE: the permutation does not deliver the tiles of {target}")
+        if step.holders is not None:   # split among the replicas (split.py): every chunk from a holder of it
+            if len(step.holders) != len(step.source):
+                raise ModelError("a split allpermute needs the holders of every device")
+            for d, h in enumerate(step.holders):
+                if not all(0 <= s < len(step.source) for s in h) or len(set(h)) != len(h):
+                    raise ModelError(f"PERMUTE: device {d} has invalid holders {h}")
+                if not h and not np.array_equal(offsets[d], want[d]):
+                    raise ModelError(f"PERMUTE: device {d} receives nothing but lacks its tile of {target}")
+                if h and not np.array_equal(offsets[list(h)], np.broadcast_to(want[d], (len(h), want.shape[1]))):
+                    raise ModelError(f"PERMUTE: a holder {h} of device {d} does not hold its tile of {target}")
+                if h and state.type.localsize % len(h):
+                    raise ModelError(f"PERMUTE: {len(h)} chunks do not divide the tile of device {d}")
         return Assignment(target, coords0)
     raise ModelError(f"unknown collective {step!r}")
 

@@ -2,7 +2,8 @@
 
 ``{"op": "alltoall", "dims": [0, 1], "axes": ["x_0"]}``; a lowered ``allpermute``
 carries ``"target"`` (a type string) and ``"source"`` (``source[d]`` = the device
-whose tile device ``d`` receives).  A multi-pair ``alltoall`` carries ``"moves"``
+whose tile device ``d`` receives) and, when the transfer is split among the replicas of each tile,
+``"holders"`` (``holders[d]``: the devices sending ``d``'s chunks, in order).  A multi-pair ``alltoall`` carries ``"moves"``
 (``[[src, dst, [axes…]], …]`` in order); its ``"dims"`` and ``"axes"`` are then every move's.
 """
 
@@ -26,6 +27,8 @@ def step_to_dict(step: Step) -> dict[str, Any]:
     if isinstance(step, AllPermute):
         out["target"] = str(step.target)
         out["source"] = None if step.source is None else list(step.source)
+        if step.holders is not None:
+            out["holders"] = [list(h) for h in step.holders]
     return out
 
 
@@ -44,8 +47,9 @@ def step_from_dict(d: dict[str, Any]) -> Step:
         if op == "alltoall":
             return AllToAll(int(dims[0]), int(dims[1]), axes)
         if op == "allpermute":
-            src = d.get("source")
-            return AllPermute(parse_type(d["target"]), None if src is None else tuple(int(s) for s in src))
+            src, held = d.get("source"), d.get("holders")
+            return AllPermute(parse_type(d["target"]), None if src is None else tuple(int(s) for s in src),
+                              None if held is None else tuple(tuple(int(s) for s in h) for h in held))
     except (KeyError, IndexError, TypeError, ValueError) as err:
         raise ModelError(f"bad step {d!r}: {err}") from err
     raise ModelError(f"unknown collective {d.get('op')!r} in step {d!r}")

@@ -138,10 +138,16 @@ class AllToAll:
 @dataclass(frozen=True, slots=True)
 class AllPermute:
     """``allpermute`` to ``target``; ``source[d]`` is the device whose tile device ``d`` receives
-    (set on lowered programs, §6; ``None`` in the strict relation of Fig. 8)."""
+    (set on lowered programs, §6; ``None`` in the strict relation of Fig. 8).
+
+    ``holders`` (optional, a lowered program planned by the wire cost) splits the transfer among the replicas
+    of each tile: device ``d`` receives its new tile as ``len(holders[d])`` equal chunks of its flattened
+    elements (C order), chunk ``k`` from device ``holders[d][k]``; ``holders[d] == ()`` when ``d`` already
+    holds its new tile (:mod:`meshplan.models.redistribution.split`)."""
 
     target: DistType
     source: tuple[int, ...] | None = None
+    holders: tuple[tuple[int, ...], ...] | None = None
     op = "allpermute"
 
     @property
@@ -157,9 +163,32 @@ class AllPermute:
     @property
     def moved(self) -> int:
         """Devices that receive a tile from another device."""
+        if self.holders is not None:
+            return sum(1 for h in self.holders if h)
         if self.source is None:
             return 0
         return sum(1 for d, s in enumerate(self.source) if d != s)
+
+    def sent(self, localsize: int) -> tuple[int, ...]:
+        """Elements each device sends, from tiles of ``localsize`` elements: a whole tile to each device it
+        is the source of, or one chunk to each device it is a holder for."""
+        if self.source is None:
+            raise ModelError("only a lowered allpermute (with its source map) sends a known amount")
+        out = [0] * len(self.source)
+        if self.holders is None:
+            for d, s in enumerate(self.source):
+                if s != d:
+                    out[s] += localsize
+        else:
+            for h in self.holders:
+                for s in h:
+                    out[s] += localsize // len(h)
+        return tuple(out)
+
+    def wire_elements(self, localsize: int) -> int:
+        """The wire cost of the step: the most elements one device sends (a whole tile when unsplit, as
+        :func:`~meshplan.models.redistribution.cost.op_cost` prices any device that moves)."""
+        return localsize if self.holders is None else max(self.sent(localsize), default=0)
 
     def __str__(self) -> str:
         return "allpermute"

@@ -30,6 +30,7 @@ from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll
 from meshplan.models.redistribution.decompose import prime_factors
 from meshplan.models.redistribution.lowlevel import Assignment, apply_lowlevel
 from meshplan.models.redistribution.mesh import Mesh
+from meshplan.models.redistribution.split import split_permute
 from meshplan.models.redistribution.offsets import base_offsets
 from meshplan.models.redistribution.types import Dim, DistType
 from meshplan.models.redistribution.weak import WeakStep, mesh_primes, weak_of
@@ -46,6 +47,7 @@ class LoweringOptions:
     early_permute: bool = True   # §7.3 first optimisation
     branch: int = 3              # candidates tried per step
     max_leaves: int = 48         # complete lowerings tried
+    split: bool = True           # wire cost: split a permutation among the replicas of each tile (split.py)
 
 
 def final_permutation(have: np.ndarray, want: np.ndarray) -> tuple[int, ...] | None:
@@ -248,9 +250,21 @@ def _walk(mesh: Mesh, localsize: int, ops: tuple[Step, ...]) -> tuple[int, int]:
             localsize //= axes_size(mesh, op.axes)
         elif isinstance(op, AllToAll):
             total += localsize - localsize // axes_size(mesh, op.group_axes)
-        else:
-            total += localsize
+        else:   # an allpermute: its busiest device (a whole tile, or its chunks when split among replicas)
+            total += op.wire_elements(localsize)
     return total, held
+
+
+def split_permutes(mesh: Mesh, coords0: np.ndarray, src: DistType, ops: tuple[Step, ...]) -> tuple[Step, ...]:
+    """``ops`` with every ``allpermute`` split among the replicas of each tile where that lowers the busiest
+    device's bytes (:mod:`meshplan.models.redistribution.split`; the wire cost's programs)."""
+    state, out = Assignment(src, coords0), []
+    for op in ops:
+        if isinstance(op, AllPermute):
+            op = split_permute(mesh, state, op, coords0)
+        out.append(op)
+        state = apply_lowlevel(mesh, state, op, coords0)
+    return tuple(out)
 
 
 def lower_wire(mesh: Mesh, coords0: np.ndarray, src: DistType, dst: DistType,
@@ -276,6 +290,8 @@ def lower_wire(mesh: Mesh, coords0: np.ndarray, src: DistType, dst: DistType,
             seen.add(wsteps)
             try:
                 ops = merge_alltoalls(lower(mesh, coords0, src, dst, wsteps, opts), wsteps)
+                if opts.split:
+                    ops = split_permutes(mesh, coords0, src, ops)
             except ModelError:
                 continue
             moved = sum(o.moved for o in ops if isinstance(o, AllPermute))

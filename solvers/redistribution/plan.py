@@ -88,7 +88,7 @@ def make_plan(strategy: str, dec: Decomposition, src: DistType, dst: DistType, o
     for k, op in enumerate(ops):
         before, after = states[k].type, states[k + 1].type
         steps.append(PlannedStep(op, after, after.localsize,
-                                 op_cost(op.op, before.localsize, after.localsize, step_group(dec.prime, op), cost)))
+                                 op_cost(op, before.localsize, after.localsize, step_group(dec.prime, op), cost)))
     return Plan(strategy, dec, src, dst, tuple(steps),
                 height=max(s.type.localsize for s in states), cost=sum(s.cost for s in steps),
                 bound=max(src.localsize, dst.localsize), weak_cost=weak_cost, cost_model=cost)

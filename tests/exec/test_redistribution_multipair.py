@@ -20,7 +20,7 @@ def cases():
 
 
 def test_every_program_is_right_and_hands_mpi_one_buffer_per_collective(cases):
-    assert len(cases) == 31
+    assert len(cases) == 34
     for c in cases:
         assert c["equal"], c
         assert c["sent_bytes"] == c["handed_bytes"], c
@@ -29,3 +29,8 @@ def test_every_program_is_right_and_hands_mpi_one_buffer_per_collective(cases):
 def test_multi_pair_alltoalls_ran(cases):
     merged = [c for c in cases if c["multi_pair"]]
     assert len(merged) >= 6, [c["problem"] for c in cases]
+
+
+def test_permutations_split_among_replicas_ran(cases):
+    split = [c for c in cases if c["split"]]
+    assert len(split) >= 3, [c["problem"] for c in cases]

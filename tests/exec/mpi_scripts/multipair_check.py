@@ -27,11 +27,15 @@ MERGED = [("x=2,y=2,z=2", "[4{x}8,4{y}8,8]", "[8,8,2{y,x}8]"),
           ("x=2,y=4", "[4{x}8,2{y}8,6]", "[8,8,3{x}6]"),
           ("x=2,y=2,z=2", "[4{x}8,4{y}8,8,8]", "[8,8,4{x}8,4{y}8]"),
           ("x=2,y=2,z=2", "[4{x}8,2{z,y}8,8,4]", "[8,8,2{z,x}8,2{y}4]")]
+# permutations split among the replicas of each tile (models/redistribution/split.py)
+SPLIT = [("x=2,y=4", "[8,12{y}48]", "[8,24{x}48]"),
+         ("x=2,y=2,z=2", "[16,4{y,z}16,16]", "[16,4{z,y}16,16]"),
+         ("x=2,y=4", "[4{y}16,48]", "[8{x}16,48]")]
 
 
 def main() -> None:
     rng = random.Random(26)
-    problems = list(MERGED)
+    problems = list(MERGED) + list(SPLIT)
     meshes = [Mesh((("x", 2), ("y", 2), ("z", 2))), Mesh((("x", 2), ("y", 4))), Mesh((("x", 8),))]
     for k in range(24):
         pr = random_problem(rng, meshes[k % 3], max_rank=4, factors=(1, 2, 3))
@@ -46,11 +50,15 @@ def main() -> None:
             sent = int(COMM.allreduce(ex.counter.sent, op=MPI.MAX))
         handed, before = 0, plan.search.src.localsize
         for st in plan.search.steps:
-            handed += 0 if st.step.op == "dynslice" or (st.step.op == "allpermute" and not st.step.moved) else before
+            if st.step.op == "allpermute":   # the busiest rank's: a whole tile, or its chunks when split
+                handed += st.step.wire_elements(before) if st.step.moved else 0
+            else:
+                handed += 0 if st.step.op == "dynslice" else before
             before = st.localsize
         cases.append({"problem": f"{src} -> {dst} on {mesh}", "equal": ok, "sent_bytes": sent,
                       "handed_bytes": handed * plan.itemsize,
                       "wire_bytes": plan.cost_bytes, "program": [s.op for s in plan.program],
+                      "split": any(s.chunks for s in plan.program),
                       "multi_pair": any(len(s.dims) > 2 for s in plan.program if s.op == "alltoall")})
     if COMM.Get_rank() == 0:
         sys.stdout.write(json.dumps({"cases": cases}) + "\n")
