@@ -11,6 +11,8 @@
  *     table keyed by the handle); a cancelled receive or one from MPI_PROC_NULL counts nothing;
  *   - a message a rank sends to itself counts as "self" at the sender, never as sent or received;
  *   - persistent requests (…_init) count their words at every MPI_Start/Startall;
+ *   - MPI_Isendrecv(_replace) is posted as a receive and a send under a generalized request that the Wait/Test
+ *     calls finish (MPICH's own request carries no receive status: see the pair section below);
  *   - a collective counts its "direct algorithm" words, what the data movement needs whatever algorithm the
  *     library picks (e.g. Reduce_scatter: receives (size-1) x its own block); intercommunicator collectives and
  *     collectives on one rank count nothing;
@@ -164,8 +166,8 @@ static void count_recv(int me, const MPI_Status *st) {
 }
 
 /* ---- the request table: what a pending receive or a persistent request counts ---- */
-enum { T_RECV = 1, T_FIXED = 2 };
-typedef struct { long long key; unsigned char used, kind, persistent; int me; long long s, r, x; } slot_t;
+enum { T_RECV = 1, T_FIXED = 2, T_PAIR = 3 };
+typedef struct { long long key; unsigned char used, kind, persistent; int me; long long s, r, x; void *pair; } slot_t;
 typedef struct { slot_t *v; size_t cap, count, fill; } table_t;
 static table_t g_reqs, g_msgs;  /* pending requests; matched messages (Mprobe/Improbe) -> this rank */
 
@@ -207,7 +209,7 @@ static void tab_del(table_t *t, slot_t *e) { e->used = 2; t->count--; }
 
 static void track(MPI_Request req, int kind, int persistent, int me, long long s, long long r, long long x) {
     if (req == MPI_REQUEST_NULL) return;
-    slot_t e = {key_of(&req, sizeof req), 1, (unsigned char)kind, (unsigned char)persistent, me, s, r, x};
+    slot_t e = {key_of(&req, sizeof req), 1, (unsigned char)kind, (unsigned char)persistent, me, s, r, x, NULL};
     tab_put(&g_reqs, e);
 }
 static slot_t *req_find(MPI_Request req) { return tab_find(&g_reqs, key_of(&req, sizeof req)); }
@@ -219,9 +221,89 @@ static void completed(long long key, const MPI_Status *st) {
     if (!e->persistent) tab_del(&g_reqs, e);
 }
 
+/* ---- MPI_Isendrecv(_replace) as a pair of requests ----
+ * MPICH runs MPI_Isendrecv as a nonblocking schedule whose receive keeps no status, so the status of its request
+ * does not say how much arrived (a test read 0 bytes now and then).  The wrappers below post the receive and the
+ * send themselves (PMPI_Irecv, PMPI_Isend) and hand the caller a generalized request; the Wait/Test calls finish
+ * the pair (wait or test both), count the receive by its own status, and complete the generalized request,
+ * whose status is then the receive's (as the MPI standard defines it for MPI_Isendrecv). */
+typedef struct { MPI_Request inner[2]; MPI_Status recv; void *tmp; int me, done; } pair_t;
+static int pair_query(void *extra, MPI_Status *st) { *st = ((pair_t *)extra)->recv; st->MPI_ERROR = MPI_SUCCESS;
+                                                      return MPI_SUCCESS; }
+static int pair_free(void *extra) { pair_t *p = extra; free(p->tmp); free(p); return MPI_SUCCESS; }
+static int pair_cancel(void *extra, int complete) {
+    pair_t *p = extra;
+    if (!complete) for (int i = 0; i < 2; i++) if (p->inner[i] != MPI_REQUEST_NULL) PMPI_Cancel(&p->inner[i]);
+    return MPI_SUCCESS;
+}
+/* the pair behind `req` (NULL when `req` is no unfinished pair) */
+static pair_t *pair_of(MPI_Request req) {
+    slot_t *e = g_reqs.count ? req_find(req) : NULL;
+    return e && e->kind == T_PAIR && !((pair_t *)e->pair)->done ? e->pair : NULL;
+}
+/* finish the pair of `greq` when both its requests are done (wait: block until they are) */
+static void pair_advance(MPI_Request greq, int wait) {
+    pair_t *p = pair_of(greq);
+    if (!p) return;
+    MPI_Status st[2];
+    int flag = 1;
+    if (wait) PMPI_Waitall(2, p->inner, st); else PMPI_Testall(2, p->inner, &flag, st);
+    if (!flag) return;
+    p->recv = st[0];
+    count_recv(p->me, &st[0]);
+    p->done = 1;
+    PMPI_Grequest_complete(greq);
+}
+static void pairs_advance(int n, MPI_Request reqs[], int wait) {
+    if (g_reqs.count) for (int i = 0; i < n; i++) pair_advance(reqs[i], wait);
+}
+static int pairs_pending(int n, const MPI_Request reqs[]) {
+    for (int i = 0; i < n && g_reqs.count; i++) if (pair_of(reqs[i])) return 1;
+    return 0;
+}
+/* start the pair: the receive, then the send of `sbuf` (for _replace: a packed copy, freed with the pair) */
+static int pair_start(const void *sbuf, MPI_Count scount, MPI_Datatype stype, int dest, int stag, void *rbuf,
+                      MPI_Count rcount, MPI_Datatype rtype, int source, int rtag, MPI_Comm comm, void *tmp,
+                      MPI_Request *request) {
+    pair_t *p = calloc(1, sizeof *p);
+    p->tmp = tmp; p->me = me_in(comm);
+    int rc = PMPI_Irecv_c(rbuf, rcount, rtype, source, rtag, comm, &p->inner[0]);
+    if (rc == MPI_SUCCESS) rc = PMPI_Isend_c(sbuf, scount, stype, dest, stag, comm, &p->inner[1]);
+    if (rc == MPI_SUCCESS) rc = PMPI_Grequest_start(pair_query, pair_free, pair_cancel, p, request);
+    if (rc != MPI_SUCCESS) { free(tmp); free(p); return rc; }
+    slot_t e = {key_of(request, sizeof *request), 1, T_PAIR, 0, p->me, 0, 0, 0, p};
+    tab_put(&g_reqs, e);
+    return rc;
+}
+#define ISENDRECV(CT, COUNT_T) \
+int MPI_Isendrecv##CT(const void *sendbuf, COUNT_T sendcount, MPI_Datatype sendtype, int dest, int sendtag, \
+                      void *recvbuf, COUNT_T recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, \
+                      MPI_Request *request) { \
+    long long S = 0, X = 0; \
+    SEND1(comm, dest, (long long)sendcount * ts(sendtype)); \
+    int rc = pair_start(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, \
+                        comm, NULL, request); \
+    if (rc == MPI_SUCCESS) add3(S, 0, X); \
+    return rc; } \
+int MPI_Isendrecv_replace##CT(void *buf, COUNT_T count, MPI_Datatype datatype, int dest, int sendtag, int source, \
+                              int recvtag, MPI_Comm comm, MPI_Request *request) { \
+    long long S = 0, X = 0; \
+    SEND1(comm, dest, (long long)count * ts(datatype)); \
+    MPI_Count size = 0, pos = 0; \
+    PMPI_Pack_size_c(count, datatype, comm, &size); \
+    void *tmp = malloc(size > 0 ? size : 1); \
+    int rc = PMPI_Pack_c(buf, count, datatype, tmp, size, &pos, comm); \
+    if (rc != MPI_SUCCESS) { free(tmp); return rc; } \
+    rc = pair_start(tmp, pos, MPI_PACKED, dest, sendtag, buf, count, datatype, source, recvtag, comm, tmp, request); \
+    if (rc == MPI_SUCCESS) add3(S, 0, X); \
+    return rc; }
+ISENDRECV(, int)
+ISENDRECV(_c, MPI_Count)
+
 /* ---- completion: the Wait and Test families ---- */
 int MPI_Wait(MPI_Request *request, MPI_Status *status) {
     if (!g_reqs.count || !req_find(*request)) return PMPI_Wait(request, status);
+    pair_advance(*request, 1);
     long long k = key_of(request, sizeof *request);
     MPI_Status own;
     if (status == MPI_STATUS_IGNORE) status = &own;
@@ -231,6 +313,7 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
 }
 int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
     if (!g_reqs.count || !req_find(*request)) return PMPI_Test(request, flag, status);
+    pair_advance(*request, 0);
     long long k = key_of(request, sizeof *request);
     MPI_Status own;
     if (status == MPI_STATUS_IGNORE) status = &own;
@@ -251,6 +334,7 @@ static long long *saved_keys(int n, const MPI_Request reqs[]) {
 int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]) {
     long long *keys = saved_keys(count, reqs);
     if (!keys) return PMPI_Waitall(count, reqs, statuses);
+    pairs_advance(count, reqs, 1);
     MPI_Status *st = statuses == MPI_STATUSES_IGNORE ? malloc(sizeof(MPI_Status) * count) : statuses;
     int rc = PMPI_Waitall(count, reqs, st);
     if (rc == MPI_SUCCESS) for (int i = 0; i < count; i++) completed(keys[i], &st[i]);
@@ -261,6 +345,7 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]) {
 int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[]) {
     long long *keys = saved_keys(count, reqs);
     if (!keys) return PMPI_Testall(count, reqs, flag, statuses);
+    pairs_advance(count, reqs, 0);
     MPI_Status *st = statuses == MPI_STATUSES_IGNORE ? malloc(sizeof(MPI_Status) * count) : statuses;
     int rc = PMPI_Testall(count, reqs, flag, st);
     if (rc == MPI_SUCCESS && *flag) for (int i = 0; i < count; i++) completed(keys[i], &st[i]);
@@ -273,7 +358,11 @@ int MPI_Waitany(int count, MPI_Request reqs[], int *indx, MPI_Status *status) {
     if (!keys) return PMPI_Waitany(count, reqs, indx, status);
     MPI_Status own;
     if (status == MPI_STATUS_IGNORE) status = &own;
-    int rc = PMPI_Waitany(count, reqs, indx, status);
+    int rc, flag = 0;
+    if (pairs_pending(count, reqs)) {   /* a pair progresses only here: poll until a request completes */
+        do { pairs_advance(count, reqs, 0); rc = PMPI_Testany(count, reqs, indx, &flag, status); }
+        while (rc == MPI_SUCCESS && !flag);
+    } else rc = PMPI_Waitany(count, reqs, indx, status);
     if (rc == MPI_SUCCESS && *indx != MPI_UNDEFINED) completed(keys[*indx], status);
     free(keys);
     return rc;
@@ -283,27 +372,31 @@ int MPI_Testany(int count, MPI_Request reqs[], int *indx, int *flag, MPI_Status 
     if (!keys) return PMPI_Testany(count, reqs, indx, flag, status);
     MPI_Status own;
     if (status == MPI_STATUS_IGNORE) status = &own;
+    pairs_advance(count, reqs, 0);
     int rc = PMPI_Testany(count, reqs, indx, flag, status);
     if (rc == MPI_SUCCESS && *flag && *indx != MPI_UNDEFINED) completed(keys[*indx], status);
     free(keys);
     return rc;
 }
-#define SOME_BODY(CALL) \
+#define SOME_BODY(CALL, WAIT) \
     long long *keys = saved_keys(incount, reqs); \
     if (!keys) return CALL; \
     statuses = statuses == MPI_STATUSES_IGNORE ? (own = malloc(sizeof(MPI_Status) * incount)) : statuses; \
-    int rc = CALL; \
+    int rc, pending = pairs_pending(incount, reqs); \
+    do { pairs_advance(incount, reqs, 0); \
+         rc = WAIT && pending ? PMPI_Testsome(incount, reqs, outcount, indices, statuses) : CALL; } \
+    while (WAIT && pending && rc == MPI_SUCCESS && *outcount == 0); \
     if (rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED) \
         for (int k = 0; k < *outcount; k++) completed(keys[indices[k]], &statuses[k]); \
     free(own); free(keys); \
     return rc;
 int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]) {
     MPI_Status *own = NULL;
-    SOME_BODY(PMPI_Waitsome(incount, reqs, outcount, indices, statuses))
+    SOME_BODY(PMPI_Waitsome(incount, reqs, outcount, indices, statuses), 1)
 }
 int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]) {
     MPI_Status *own = NULL;
-    SOME_BODY(PMPI_Testsome(incount, reqs, outcount, indices, statuses))
+    SOME_BODY(PMPI_Testsome(incount, reqs, outcount, indices, statuses), 0)
 }
 
 /* ---- persistent requests: every start counts the words computed at init ---- */
@@ -323,6 +416,13 @@ int MPI_Startall(int count, MPI_Request reqs[]) {
 }
 int MPI_Request_free(MPI_Request *request) {
     slot_t *e = g_reqs.count ? req_find(*request) : NULL;
+    pair_t *p = pair_of(*request);
+    if (p) {   /* its two requests finish on their own; the generalized request is completed to be freed */
+        for (int i = 0; i < 2; i++) if (p->inner[i] != MPI_REQUEST_NULL) PMPI_Request_free(&p->inner[i]);
+        p->tmp = NULL;   /* the send may still read a _replace copy: left allocated */
+        p->done = 1;
+        PMPI_Grequest_complete(*request);
+    }
     if (e) tab_del(&g_reqs, e);  /* a freed pending receive is no longer seen: it counts nothing */
     return PMPI_Request_free(request);
 }
@@ -330,7 +430,7 @@ int MPI_Request_free(MPI_Request *request) {
 /* ---- matched probes and receives ---- */
 static void msg_put(MPI_Message m, int me) {
     if (m == MPI_MESSAGE_NULL || m == MPI_MESSAGE_NO_PROC) return;
-    slot_t e = {key_of(&m, sizeof m), 1, 0, 0, me, 0, 0, 0};
+    slot_t e = {key_of(&m, sizeof m), 1, 0, 0, me, 0, 0, 0, NULL};
     tab_put(&g_msgs, e);
 }
 static int msg_take(MPI_Message m) {

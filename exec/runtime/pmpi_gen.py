@@ -106,8 +106,6 @@ RULES["Recv_init"] = (_P2P, "recv_init", "")
 RULES["Precv_init"] = (_P2P, "recv_init", "")
 RULES["Sendrecv"] = (_P2P, "recv", "SEND1(comm, dest, (long long)sendcount * ts(sendtype));")
 RULES["Sendrecv_replace"] = (_P2P, "recv", _SEND)
-RULES["Isendrecv"] = (_P2P, "irecv", "SEND1(comm, dest, (long long)sendcount * ts(sendtype));")
-RULES["Isendrecv_replace"] = (_P2P, "irecv", _SEND)
 for _b, _r in {"Put": _RMA_PUT, "Accumulate": _RMA_PUT, "Get": _RMA_GET, "Get_accumulate": _RMA_GACC}.items():
     RULES[_b] = (_RMA, "now", _r)
     RULES["R" + _b.lower()] = (_RMA, "now", _r)
@@ -116,7 +114,8 @@ RULES["Compare_and_swap"] = (_RMA, "now", "RMA1(win, target_rank, 2 * ts(datatyp
 
 #: written by hand in pmpi_counter.c (they complete or start requests, or receive matched messages)
 HAND_WRITTEN = {"Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall", "Testany", "Testsome", "Start",
-                "Startall", "Request_free", "Mprobe", "Improbe", "Mrecv", "Imrecv"}
+                "Startall", "Request_free", "Mprobe", "Improbe", "Mrecv", "Imrecv",
+                "Isendrecv", "Isendrecv_replace"}   # a receive and a send under a generalized request
 #: functions of the same families that move no user data between ranks
 NO_DATA = {"Barrier", "Ibarrier", "Barrier_init", "Probe", "Iprobe", "Reduce_local", "Pready", "Pready_range",
            "Pready_list", "Parrived", "Cancel", "Request_get_status", "Request_get_status_all",

@@ -137,6 +137,33 @@ static MPI_Datatype wt[4];
           MPI_DOUBLE, peer, 3, w, &q); MPI_Wait(&q, MPI_STATUS_IGNORE)) \
     CHECK("MPI_Isendrecv_replace" #SFX, C * B, C * B, 0, MPI_Isendrecv_replace##SFX(buf2, C, MPI_DOUBLE, peer, \
           3, peer, 3, w, &q); MPI_Wait(&q, MPI_STATUS_IGNORE)) \
+    /* the same completed by every other Wait/Test call, and the status the caller gets: the receive's */ \
+    CHECK("MPI_Isendrecv" #SFX, C * B, C * B, 0, int f_ = 0; MPI_Isendrecv##SFX(sbuf, C, MPI_DOUBLE, peer, 3, \
+          rbuf, BIG, MPI_DOUBLE, peer, 3, w, &q); while (!f_) MPI_Test(&q, &f_, &st)) \
+    { int got_ = -1; MPI_Get_count(&st, MPI_DOUBLE, &got_); \
+      report("MPI_Isendrecv_status" #SFX, got_, st.MPI_SOURCE, st.MPI_TAG, C, peer, 3); } \
+    { for (int k_ = 0; k_ < C; k_++) buf2[k_] = 10 * me + k_;   /* _replace swaps the partners' data */ \
+      MPI_Isendrecv_replace##SFX(buf2, C, MPI_DOUBLE, peer, 5, peer, 5, w, &q); MPI_Wait(&q, &st); \
+      long long ok_ = 1; for (int k_ = 0; k_ < C; k_++) ok_ &= buf2[k_] == 10 * peer + k_; \
+      report("MPI_Isendrecv_replace_data" #SFX, ok_, 0, 0, 1, 0, 0); } \
+    CHECK("MPI_Isendrecv" #SFX, 2 * C * B, 2 * C * B, 0, MPI_Request q2_[3]; \
+          MPI_Isendrecv##SFX(sbuf, C, MPI_DOUBLE, peer, 3, rbuf, BIG, MPI_DOUBLE, peer, 3, w, &q2_[0]); \
+          q2_[1] = MPI_REQUEST_NULL; \
+          MPI_Isendrecv_replace##SFX(buf2, C, MPI_DOUBLE, peer, 4, peer, 4, w, &q2_[2]); \
+          MPI_Waitall(3, q2_, MPI_STATUSES_IGNORE)) \
+    CHECK("MPI_Isendrecv" #SFX, 2 * C * B, 2 * C * B, 0, MPI_Request q2_[2]; int i_ = 0, k_ = 0, f_ = 0; \
+          MPI_Isendrecv##SFX(sbuf, C, MPI_DOUBLE, peer, 3, rbuf, BIG, MPI_DOUBLE, peer, 3, w, &q2_[0]); \
+          MPI_Isendrecv##SFX(sbuf, C, MPI_DOUBLE, peer, 4, rbuf + BIG / 2, C, MPI_DOUBLE, peer, 4, w, &q2_[1]); \
+          MPI_Waitany(2, q2_, &i_, &st); \
+          do MPI_Testany(2, q2_, &k_, &f_, &st); while (!f_)) \
+    CHECK("MPI_Isendrecv" #SFX, 2 * C * B, 2 * C * B, 0, MPI_Request q2_[2]; int o_ = 0, d_ = 0, ix_[2]; \
+          MPI_Isendrecv##SFX(sbuf, C, MPI_DOUBLE, peer, 3, rbuf, BIG, MPI_DOUBLE, peer, 3, w, &q2_[0]); \
+          MPI_Isendrecv##SFX(sbuf, C, MPI_DOUBLE, peer, 4, rbuf + BIG / 2, C, MPI_DOUBLE, peer, 4, w, &q2_[1]); \
+          while (d_ < 2) { MPI_Waitsome(2, q2_, &o_, ix_, MPI_STATUSES_IGNORE); d_ += o_; }) \
+    CHECK("MPI_Isendrecv" #SFX, C * B, C * B, 0, int o_ = 0, ix_[1], f_ = 0; \
+          MPI_Isendrecv##SFX(sbuf, C, MPI_DOUBLE, peer, 3, rbuf, BIG, MPI_DOUBLE, peer, 3, w, &q); \
+          while (!f_) { MPI_Testsome(1, &q, &o_, ix_, MPI_STATUSES_IGNORE); f_ = o_ > 0; \
+                        if (!f_) MPI_Testall(1, &q, &f_, MPI_STATUSES_IGNORE); }) \
     /* messages to itself: self only */ \
     CHECK("MPI_Isend" #SFX, 0, 0, C * B, MPI_Isend##SFX(sbuf, C, MPI_DOUBLE, me, 4, w, &q); \
           MPI_Recv##SFX(rbuf, BIG, MPI_DOUBLE, me, 4, w, MPI_STATUS_IGNORE); MPI_Wait(&q, MPI_STATUS_IGNORE)) \
