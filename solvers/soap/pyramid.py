@@ -301,8 +301,9 @@ def _pyramids_checked(results: list, program) -> list:
     written by another (jacobi, heat), the layer argument of :func:`pyramid_chi` is taken in the
     lattice of :func:`_lattice_volumes` (rank ``r``, ``κ^r`` the least hull volume over the statements)
     whenever that gives a larger χ than the cross-polytope of halo ``τ``: offsets along one diagonal
-    make ``r = 1`` (χ = X²/(2κ), a far weaker bound).  Other fused stencils (a statement reading several
-    of them, fdtd-2d) whose offsets span fewer dimensions than their loops get no bound (ρ = ∞)."""
+    make ``r = 1`` (χ = X²/(2κ), a far weaker bound).  A statement reading several of them in a leapfrog
+    (fdtd-2d) is bounded by :func:`_leapfrog`; other fused stencils whose offsets span fewer dimensions than
+    their loops get no bound (ρ = ∞)."""
     by_name = {st.name: st for st in program.statements}
     out = []
     for r in results:
@@ -321,7 +322,11 @@ def _pyramids_checked(results: list, program) -> list:
         alternating = all(len({a.array for a in st.inputs if a.array in arrays}) == 1
                           and not any(a.array == st.output.array for a in st.inputs) for st in stmts)
         if not alternating:
-            if rank < d:
+            ordered = [st for st in program.statements if st.name in r.problem.statements]   # program order
+            leap = _leapfrog(r, ordered, arrays, results)
+            if leap is not None:
+                out.append(leap)
+            elif rank < d:
                 out.append(dataclasses.replace(r, method="unbounded", chi=None, X0=sp.oo, rho=sp.oo, notes=tuple(r.notes) + (
                     "the stencil's offsets span fewer dimensions than its loops: the CDAG splits into independent "
                     "lower-dimensional stencils, which the pyramid does not bound",)))
@@ -347,7 +352,31 @@ def _pyramids_checked(results: list, program) -> list:
     return out
 
 
+def _leapfrog(r, stmts, arrays, results):
+    """``r`` bounded as a leapfrog stencil (:mod:`meshplan.solvers.soap.stencil_leapfrog`: statements that
+    read the same step's values of the others, fdtd-2d), or ``None`` when it is none or a screened subgraph
+    sharing an array would exceed the new ρ at some sampled memory size (the screen compared against the
+    old one)."""
+    from meshplan.solvers.soap.chi import SAMPLE_S, rho_value_at
+    from meshplan.solvers.soap.stencil_leapfrog import leapfrog_chi, leapfrog_stencil
+
+    shape = leapfrog_stencil(stmts, arrays)
+    got = leapfrog_chi(shape) if shape is not None else None
+    if got is None:
+        return None
+    chi, X0, rho, W = got
+    if any(rho_value_at(q.rho, s) > rho_value_at(rho, s) for q in results if q.method == "screened"
+           and arrays & set(q.problem.arrays) for s in SAMPLE_S):
+        return None
+    K = ", ".join(str(k) for k in shape.hub_offsets)
+    return dataclasses.replace(r, method="leapfrog", chi=chi, X0=X0, rho=rho, exponent=W, notes=tuple(r.notes) + (
+        f"leapfrog stencil ({shape.d}-D, {shape.k} statements; {shape.hub} reads the same step's "
+        f"{', '.join(n for n, _, _ in shape.spokes)}, hub offsets per step {K}): a dominator of X vertices "
+        f"dominates at most χ(X) = {chi} (a layer argument over every dominator)",))
+
+
 def stencils_refined(results: list, program) -> list:
-    """``results`` with the pyramids checked against their statements' offsets (:func:`_pyramids_checked`)
-    and the in-place sweeps bounded by :func:`sweep_chi` (:func:`_sweeps_refined`)."""
+    """``results`` with the pyramids checked against their statements' offsets (:func:`_pyramids_checked`;
+    leapfrogs such as fdtd-2d bounded by :func:`_leapfrog`) and the in-place sweeps bounded by
+    :func:`sweep_chi` (:func:`_sweeps_refined`)."""
     return _sweeps_refined(_pyramids_checked(results, program), program)
