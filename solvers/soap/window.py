@@ -40,10 +40,16 @@ q]`` of the step before, so the path of a small ``q`` turns to the mirrored valu
 schedule at most about one load per window, and ``e(k) = 2k − 1`` (``2k`` on the paths built by hand),
 leading term ``N²``.
 
+A fourth count holds with recomputation, the *split* count ``e_M(k)`` of
+:mod:`meshplan.solvers.soap.window_parts`: the window cut into ``M`` parts at first computations of the
+chain, a dominator set per part (Hong and Kung) found as a maximum flow, with weight 2 on the values the
+window computes (a load of one in the window follows a store in it); ``Q ≥ Σ_k (e_M(k) − 2MS)⁺``.  durbin,
+four parts: ``e_4(k) = 3k + 1`` (or ``3k + 2``), leading term ``3N²/2``, the thesis's Table 5.2 entry.
+
 :func:`window_bound` finds pivots, windows and the counts on exact traces of the program at four sizes
 (the one size parameter 8, 12, 16 and 24; :func:`~meshplan.models.soap.replay.build_trace`), fits ``c`` and ``L`` as
 affine functions of ``k`` that hold at every step from a fixed one on and at every size (``e`` as an
-affine function at most the count there, as a count may alternate), and sums them
+affine function at most the count there, as a count may alternate, and so ``e_M``), and sums them
 symbolically with the integral lower bound ``Σ_{k=k0}^{K} f(k) ≥ ∫_{k0−1}^{K} f`` (``f`` nondecreasing).
 The fit is checked at those sizes only: a
 count that changes form at a constant step past 24 would be missed.  Programs of more than one size
@@ -64,6 +70,7 @@ from meshplan.models.core.errors import ModelError
 from meshplan.models.loops.program import Program, sym
 from meshplan.models.soap.replay import build_trace, loop_order, producers, stream
 from meshplan.solvers.soap.chi import S
+from meshplan.solvers.soap.window_parts import PARTS, Network, split_count
 
 __all__ = ["WindowBound", "window_bound", "SAMPLE_SIZES"]
 
@@ -75,9 +82,9 @@ MAX_INSTANCES = 5_000
 
 @dataclass(frozen=True)
 class WindowBound:
-    """The window bound of one pivot: ``bound`` (recomputation allowed: the larger of the reads' and the
-    paths' sums), ``no_recomputation`` (at least ``bound``; the reads' sum plus the live values' stores
-    and loads) and their leading terms when every size is ≫ S."""
+    """The window bound of one pivot: ``bound`` (recomputation allowed: the largest of the reads', the
+    paths' and the split count's sums), ``no_recomputation`` (at least ``bound``; the reads' sum plus the
+    live values' stores and loads) and their leading terms when every size is ≫ S."""
 
     pivot: str                  # the statement computing P(k)
     loop: str                   # the outer loop variable k
@@ -89,6 +96,8 @@ class WindowBound:
     no_recomputation: sp.Expr
     leading: sp.Expr
     leading_no_recomputation: sp.Expr
+    split: sp.Expr = sp.Integer(0)      # e_M(k) (at most): the split count of window_parts.py; 0 when not fitted
+    parts: int = 0                      # M, the number of parts of the split count (memory term 2·M·S)
 
 
 def window_bound(program: Program) -> WindowBound | None:
@@ -161,9 +170,10 @@ def _graph(tr):
     return desc, anc, succ, ins, live, pm.tolist()
 
 
-def _counts(tr, graph, pivot: str) -> dict[int, tuple[int, int, int]] | None:
-    """``{k: (c(k), L(k), e(k))}`` for every step but the first, or ``None`` when the pivots do not chain."""
-    desc, anc, succ, ins, live, _ = graph
+def _counts(tr, graph, pivot: str) -> dict[int, tuple[int, ...]] | None:
+    """``{k: (c(k), L(k), e(k), e_M(k) for each M of PARTS)}`` for every step but the first, or ``None``
+    when the pivots do not chain."""
+    desc, anc, succ, ins, live, pm = graph
     prog = tr.program
     si = [st.name for st in prog.statements].index(pivot)
     loop = prog.statements[si].loops[0]
@@ -172,7 +182,7 @@ def _counts(tr, graph, pivot: str) -> dict[int, tuple[int, int, int]] | None:
     steps = sorted(piv)
     if len(steps) < 4 or any(not live >> piv[k] & 1 for k in steps):
         return None
-    out, reaches = {}, {}
+    out, reaches, net = {}, {}, None
     for a, b in zip(steps, steps[1:]):
         pa, pb = piv[a], piv[b]
         if not desc[pa] >> pb & 1:
@@ -183,21 +193,32 @@ def _counts(tr, graph, pivot: str) -> dict[int, tuple[int, int, int]] | None:
             reads |= ins[x]
             held += x != pb and bool(succ[x] & desc[pb])
         c = reads.bit_count()
-        out[b] = (c, held, c + _paths(tr, graph, window, reaches))
+        chain = _chain(tr, graph, window)
+        if chain and net is None:
+            net = Network(tr.instances, pm, ins)
+        split = tuple(split_count(net, anc, desc[pa], chain, m) if chain else 0 for m in PARTS)
+        out[b] = (c, held, c + _paths(tr, graph, chain, reaches)) + split
     return out
 
 
-def _paths(tr, graph, window: int, reaches: dict) -> int:
-    """``e(k) − c(k)`` of one window: ``min(P, min_m (P − #{μ ≤ m} + m))`` over the disjoint paths into its
-    longest chain (module docstring); 0 without a chain of two instances."""
-    _, _, succ, ins, _, pm = graph
-    stmt = tr.stmt.tolist()
+def _chain(tr, graph, window: int) -> list[int]:
+    """The window's longest chain: the instances of one statement, each a predecessor of the next (at
+    least two; ``[]`` when none)."""
+    succ, stmt = graph[2], tr.stmt.tolist()
     members = bits(window)
     chain: list[int] = []
     for s in sorted({stmt[x] for x in members}):
         xs = [x for x in members if stmt[x] == s]
         if len(xs) > max(1, len(chain)) and all(succ[u] >> v & 1 for u, v in zip(xs, xs[1:])):
             chain = xs
+    return chain
+
+
+def _paths(tr, graph, chain: list[int], reaches: dict) -> int:
+    """``e(k) − c(k)`` of one window: ``min(P, min_m (P − #{μ ≤ m} + m))`` over the disjoint paths into its
+    longest chain (module docstring); 0 without a chain of two instances."""
+    _, _, succ, ins, _, pm = graph
+    stmt = tr.stmt.tolist()
     if not chain:
         return 0
     cs = stmt[chain[0]]
@@ -253,8 +274,8 @@ class _Reach:
 def _fit(program: Program, pivot: str, per_size: list[dict]) -> WindowBound | None:
     """Affine ``c(k)``, ``L(k)`` (fitted on the middle two steps) that hold from one step ``k0`` to ``t``
     steps before the last at every size (the same ``k0`` and ``t`` at every size), summed symbolically:
-    the steps outside that range are left out, which only lowers the bound.  ``e(k)`` is fitted from
-    below (:func:`_fit_below`); when that fails its piece is 0."""
+    the steps outside that range are left out, which only lowers the bound.  ``e(k)`` and ``e_M(k)`` are
+    fitted from below (:func:`_fit_below`); when that fails the piece is 0."""
     loop = program.statement(pivot).loops[0]
     fits = []
     for part in (0, 1):
@@ -287,43 +308,58 @@ def _fit(program: Program, pivot: str, per_size: list[dict]) -> WindowBound | No
         ae, be, k0e, te = below
         paths = sp.Rational(ae.numerator, ae.denominator) * k + sp.Rational(be.numerator, be.denominator)
         forced = _sum(ae, be, k0e, last - te, memory=2 * S)
-    lead_r, lead_p = _lead(reads, program.params), _lead(forced, program.params)
     at = {sym(p): 2 ** 20 for p in program.params}
-    if float(lead_p.subs(at)) > float(lead_r.subs(at)):
-        bound, lead = sp.Max(reads, forced, evaluate=False), lead_p
-    else:
-        bound, lead = reads, lead_r
+    split, parts, cut = sp.Integer(0), 0, sp.Integer(0)
+    for j, m in enumerate(PARTS):                     # the split count with the largest leading term
+        fit = _fit_below([{q: v[3 + j] for q, v in counts.items()} for counts in per_size])
+        if fit is not None:
+            af, bf, k0f, tf = fit
+            piece = _sum(af, bf, k0f, last - tf, memory=2 * m * S)
+            if float(_lead(piece, program.params).subs(at)) > float(_lead(cut, program.params).subs(at)):
+                split = sp.Rational(af.numerator, af.denominator) * k + sp.Rational(bf.numerator, bf.denominator)
+                parts, cut = m, piece
+    lead_r = _lead(reads, program.params)
+    kept = [reads] + [x for x in (forced, cut)
+                      if float(_lead(x, program.params).subs(at)) > float(lead_r.subs(at))]
+    bound = sp.Max(*kept, evaluate=False) if len(kept) > 1 else reads
+    lead = max((_lead(x, program.params) for x in kept), key=lambda x: float(x.subs(at)))
     lead_n = _lead(reads + held, program.params)
-    no_rec = reads + held if bound == reads else sp.Max(reads, forced, reads + held, evaluate=False)
+    no_rec = reads + held if bound == reads else sp.Max(*kept, reads + held, evaluate=False)
     if float(lead.subs(at)) > float(lead_n.subs(at)):
         lead_n = lead
     return WindowBound(pivot, loop.var, min(k0r, k0l), a * k + b, al * k + bl, paths, bound, no_rec,
-                       lead, lead_n)
+                       lead, lead_n, split, parts)
 
 
 def _fit_below(per_size: list[dict]) -> tuple[Fraction, Fraction, int, int] | None:
     """``(a, b, k0, t)`` with ``count(k) ≥ a·k + b`` for ``k0 ≤ k ≤ last − t`` at every size (the same four
-    numbers at every size), ``a > 0`` the slope over two steps from the middle one and ``b`` the least
-    offset on the middle two — so a count that alternates, ``k + 1 + ⌈k/2⌉``, is fitted by ``3k/2 + 1``; ``None``
-    otherwise."""
-    coef = None
-    for counts in per_size:
-        ks = sorted(counts)
-        m = ks[len(ks) // 2]
-        if m + 2 not in counts:
-            return None
-        a = Fraction(counts[m + 2] - counts[m], 2)
-        b = min(counts[q] - a * q for q in (m, m + 1))
-        lo, hi = m, m + 1
-        while lo - 1 in counts and counts[lo - 1] >= a * (lo - 1) + b:
-            lo -= 1
-        while hi + 1 in counts and counts[hi + 1] >= a * (hi + 1) + b:
-            hi += 1
-        here = (a, b, lo, ks[-1] - hi)
-        if coef is not None and coef != here:
-            return None
-        coef = here
-    return coef if coef is not None and coef[0] > 0 else None
+    numbers at every size), ``a > 0`` the slope over ``d`` steps from the middle one (``d = 2``, else ``4``,
+    from ``d`` steps before the last when the middle one is too late) and ``b`` the least offset on the
+    ``d`` steps from there — so a count that alternates, ``k + 1 + ⌈k/2⌉``, is fitted by ``3k/2 + 1``, one
+    of period 4 by its slope over 4 steps; ``None`` otherwise."""
+    for d in (2, 4):
+        coef = None
+        for counts in per_size:
+            ks = sorted(counts)
+            m = min(ks[len(ks) // 2], ks[-1] - d)
+            if any(q not in counts for q in range(m, m + d + 1)):
+                coef = None
+                break
+            a = Fraction(counts[m + d] - counts[m], d)
+            b = min(counts[q] - a * q for q in range(m, m + d))
+            lo, hi = m, m + d - 1
+            while lo - 1 in counts and counts[lo - 1] >= a * (lo - 1) + b:
+                lo -= 1
+            while hi + 1 in counts and counts[hi + 1] >= a * (hi + 1) + b:
+                hi += 1
+            here = (a, b, lo, ks[-1] - hi)
+            if coef is not None and coef != here:
+                coef = None
+                break
+            coef = here
+        if coef is not None and coef[0] > 0:
+            return coef
+    return None
 
 
 def _sum(a, b, k0: int, last: sp.Expr, memory: sp.Expr = S) -> sp.Expr:

@@ -10,7 +10,9 @@ of ``y`` after step ``k − 1`` are all computed before ``T_k`` and all read aft
 is ``3N²/2 − O(NS)``, the published entry's leading term, and 0 while ``N ≤ S``.  With recomputation the
 window also loads about ``k − S`` more (the disjoint paths of solvers/soap/window.py: each ``y[q]`` needs a
 load on its path back to an earlier ``alpha``, or that step's ``sum`` is recomputed and the ``r`` both
-chains read are loaded twice): ``Σ (2k − 2S)⁺ = N² − O(NS)`` (see test_soap_durbin_recompute.py)."""
+chains read are loaded twice): ``Σ (2k − 2S)⁺ = N² − O(NS)`` (see test_soap_durbin_recompute.py).  The
+split count (solvers/soap/window_parts.py: the window in four parts, a weighted cut per part) gives the
+entry with recomputation, ``Σ (3k + 1 − 8S)⁺ = 3N²/2 − O(NS)`` (see test_soap_durbin_split.py)."""
 
 from __future__ import annotations
 
@@ -52,11 +54,18 @@ def forced(n: int, s: int) -> int:
     return sum(max(0, 2 * k - 2 * s) for k in range(2, n))
 
 
+def split(n: int, s: int) -> int:
+    """The split count with recomputation (four parts, solvers/soap/window_parts.py): loads and stores
+    forced at N = n, S = s by ``3k + 1`` per window less ``2S`` per part."""
+    return sum(max(0, 3 * k + 1 - 8 * s) for k in range(3, n))
+
+
 def test_the_pieces():
     assert windows(16, 64) == (0, 0)                       # N < S: the vectors fit, nothing forced
     r, y = windows(4096, 64)
     assert abs((r + y) / (1.5 * 4096 ** 2) - 1) < 0.05      # N ≫ S: 3N²/2 − O(NS)
     assert forced(16, 64) == 0 and abs(forced(4096, 64) / 4096 ** 2 - 1) < 0.05     # N² − O(NS)
+    assert split(16, 64) == 0 and abs(split(4096, 16) / (1.5 * 4096 ** 2) - 1) < 0.05    # 3N²/2 − O(NS)
 
 
 @pytest.mark.parametrize("n, s", [(16, 64), (64, 16), (128, 32), (256, 64)])
@@ -72,7 +81,8 @@ def test_the_window_counts_are_below_the_loop_order(n, s):
     # the tool's window pieces are at most the hand counts (an integral under each sum), the forced loads
     # are at most the loop order's, and the piece without recomputation is at most what the loop order
     # (which recomputes nothing) moves
-    assert float(w.bound.subs(at)) <= max(r, forced(n, s)) and forced(n, s) <= io.loads
+    assert float(w.bound.subs(at)) <= max(r, forced(n, s), split(n, s)) and forced(n, s) <= io.loads
+    assert split(n, s) <= io.total
     assert float(w.no_recomputation.subs(at)) <= r + y <= io.total
 
 
@@ -85,10 +95,12 @@ def test_the_tool_derives_the_window():
     assert sp.simplify(w.reads - (k + 1)) == 0                  # r[0..k]
     assert sp.simplify(w.live - (k + 1)) == 0                   # y after step k − 1, and beta
     assert sp.simplify(w.paths - (2 * k - 1)) == 0              # c(k) + k − 2
-    assert w.leading == N_ ** 2 and w.leading_no_recomputation == 3 * N_ ** 2 / 2
-    assert res.leading == N_ ** 2                               # the N ≫ S piece leads 7N²/(8S)
+    assert sp.simplify(w.split - (3 * k + 1)) == 0 and w.parts == 4   # per position r, and y or its pair
+    assert w.leading == 3 * N_ ** 2 / 2 and w.leading_no_recomputation == 3 * N_ ** 2 / 2
+    assert res.leading == 3 * N_ ** 2 / 2                       # the N ≫ S piece leads 7N²/(8S): the entry
     assert res.evaluate({"N": 16, "S": 64}) < 53                # N < S: the SOAP and trivial pieces
     assert res.evaluate({"N": 4096, "S": 64}) >= (2 * 4096 - 128 - 3) ** 2 / 4 - 1
+    assert res.evaluate({"N": 4096, "S": 16}) >= (3 * 4096 - 128 - 2) ** 2 / 6 - 1   # the split count leads
 
 
 CHAIN = """
