@@ -348,3 +348,25 @@ def test_a_durbin_like_chain_in_place():
     assert float(w.bound.subs(at)) == pytest.approx((3 * n - 8 * memory + 1) ** 2 / 6)
     tr = build_trace(p, {"N": n})
     assert float(w.bound.subs(at)) <= replay_order(tr, loop_order(tr), memory).total
+
+
+OTHERS = [
+    GEN,
+    GEN.replace("y[j] = y[j] + p * y[k - j]", "y[j] = r[j] * p"),
+    GEN.replace("        s = 0.0\n", "").replace("s += r[k - i] * y[i]", "s += y[k - i]").replace("p = s * p", "p = s * r[k]"),
+]
+
+
+@pytest.mark.parametrize("src", OTHERS, ids=["mirrored", "overwrite", "reversed-read"])
+def test_the_cut_holds_on_other_chains(src):
+    """The lemma is the rule's, not durbin's: the same checks on plays with recomputation of other chains
+    (the loop order, values dropped and computed again)."""
+    (p,) = parse_source(src)
+    assert W.window_bound(p) is not None
+    n, memory = 24, 13
+    tr = build_trace(p, {"N": n})
+    g = cdag(p, {"N": n})
+    moves, first, snap = _play(g, loop_order(tr), memory, 5, 0.6, 0.4)
+    assert sum(kind == "C" for kind, _ in moves) > tr.instances            # it recomputes
+    forced, _ = _check_lemma(p, tr, g, moves, first, snap, memory)
+    assert forced <= _io(g, moves, memory)
