@@ -110,6 +110,7 @@ def report_json(res, values: dict[str, int], *, tiles: bool = True, time_limit_s
             "pivot": res.window.pivot, "loop": res.window.loop, "first_step": res.window.first,
             "reads_per_step": _s(res.window.reads), "live_per_step": _s(res.window.live),
             "paths_per_step": _s(res.window.paths),
+            "split_per_step": _s(res.window.split), "parts": res.window.parts,
             "bound": _s(res.window.bound), "leading_term": _s(res.window.leading),
             "no_recomputation": _s(res.window.no_recomputation),
             "leading_term_no_recomputation": _s(res.window.leading_no_recomputation)},

@@ -73,4 +73,4 @@ def test_every_subgraph_is_evaluated_and_the_old_cap_of_4_was_too_high_on_durbin
     assert vals[0] < vals[1]                                   # the cap gave a bound too high
     # 7N²/(8S) since the temporaries sum and z are expanded by k (one value per step, the same CDAG)
     assert sp.simplify(leading_term(full.arrays, prog.params) - 7 * sym("N") ** 2 / (8 * S)) == 0
-    assert full.leading == sym("N") ** 2                       # the window's N ≫ S piece leads it
+    assert full.leading == 3 * sym("N") ** 2 / 2               # the window's N ≫ S piece leads it

@@ -50,4 +50,4 @@ def test_the_strategy_finds_windows():
            "            s += r[k - i] * y[i]\n        p = s * p\n        for j in range(0, k + 1):\n"
            "            y[j] = y[j] + p * y[k - j]\n")
     w = window_bound(parse_source(src)[0])
-    assert w is not None and w.leading == 3 * sym("N") ** 2 / 4       # the paths count (durbin-like)
+    assert w is not None and w.leading == 3 * sym("N") ** 2 / 2       # the split count (durbin-like)
