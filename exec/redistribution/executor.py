@@ -28,7 +28,7 @@ from meshplan.models.core.errors import ModelError
 from meshplan.models.redistribution.lowlevel import Assignment, apply_lowlevel, groups
 from meshplan.models.redistribution.offsets import axes_tile_index
 from meshplan.models.redistribution.pieces import exchange_layout
-from meshplan.models.redistribution.split import exchange
+from meshplan.models.redistribution.split import exchange_counts
 from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll, DynSlice
 
 __all__ = ["RedistributionExecutor", "compile_program", "compile_steps", "run_program", "Moved"]
@@ -167,7 +167,7 @@ def compile_steps(comm, actions: list[_Action], shape: tuple, dtype) -> list[_St
         else:  # allpermute
             new = s
             if act.split is not None:   # chunks from every holder of the tile, in one Alltoallv
-                counts = _chunk_counts(act.split, rank, comm.size, math.prod(s))
+                counts = exchange_counts(act.split, rank, math.prod(s))
                 t = from_numpy_dtype(dt)
                 counted = comm.bytes_of("Alltoallv", [probe(s), *counts[:2], t], [probe(s), *counts[2:], t])
                 steps.append(_Step(_chunk_permuter(comm.comm.Alltoallv, counts, t, s, dt), 2 * nb(s), counted))
@@ -232,17 +232,6 @@ def _permuter(sendrecv, dest_rank: int, source: int, shape, dt):
             sendrecv(tile, dest_rank, 7, new, source, 7)
         return new
     return run
-
-
-def _chunk_counts(step, rank: int, size: int, localsize: int) -> tuple[np.ndarray, ...]:
-    """Alltoallv's send counts and displacements, then receive counts and displacements, of ``rank`` in a
-    split allpermute (:func:`~meshplan.models.redistribution.split.exchange`: chunks of the flat tile)."""
-    sends, recvs = exchange(step, rank, localsize)
-    out = [np.zeros(size, dtype=np.int64) for _ in range(4)]
-    for (cnt, disp), pairs in ((out[:2], sends), (out[2:], recvs)):
-        for peer, lo, hi in pairs:
-            cnt[peer], disp[peer] = hi - lo, lo
-    return tuple(out)
 
 
 def _chunk_permuter(alltoallv, counts, mpitype, shape, dt):

@@ -25,7 +25,7 @@ from meshplan.models.redistribution.mesh import Mesh
 from meshplan.models.redistribution.offsets import base_offsets
 from meshplan.models.redistribution.steps import AllPermute
 
-__all__ = ["split_holders", "split_permute", "exchange"]
+__all__ = ["split_holders", "split_permute", "exchange", "exchange_counts"]
 
 
 def _tiles(offsets: np.ndarray) -> list[tuple[int, ...]]:
@@ -90,3 +90,14 @@ def exchange(step: AllPermute, device: int, localsize: int
             if d == device:
                 recvs.append((s, k * c, (k + 1) * c))
     return tuple(sorted(sends)), tuple(sorted(recvs))
+
+
+def exchange_counts(step: AllPermute, device: int, localsize: int) -> tuple[np.ndarray, ...]:
+    """:func:`exchange` as an ``Alltoallv``'s arguments over all devices: send counts, send displacements,
+    receive counts, receive displacements (elements of the flattened tile)."""
+    sends, recvs = exchange(step, device, localsize)
+    out = [np.zeros(len(step.holders), dtype=np.int64) for _ in range(4)]
+    for (count, displ), pairs in ((out[:2], sends), (out[2:], recvs)):
+        for peer, lo, hi in pairs:
+            count[peer], displ[peer] = hi - lo, lo
+    return tuple(out)

@@ -15,7 +15,7 @@ from meshplan.models.redistribution.mesh import Mesh
 from meshplan.models.redistribution.offsets import base_offsets
 from meshplan.models.redistribution.sample import random_problem
 from meshplan.models.redistribution.serialize import step_from_dict, step_to_dict
-from meshplan.models.redistribution.split import exchange, split_holders
+from meshplan.models.redistribution.split import exchange, exchange_counts, split_holders
 from meshplan.models.redistribution.steps import AllPermute
 from meshplan.models.redistribution.types import parse_type
 from meshplan.solvers.redistribution.plan import plan_redistribution
@@ -55,6 +55,12 @@ def test_a_replicated_shard_moved_to_another_axis_sends_half_a_tile_from_each_re
     assert {len(h) for h in step.holders if h} == {2} and step.moved == 4
     assert step.sent(state.type.localsize) == (48,) * 8        # every device sends half of its 96 elements
     assert plan.cost == 48 + 96    # the chunks, then the all-gather of the 96-element tile: 576 B in int32
+    for d in range(8):             # as Alltoallv's arguments: one chunk of 48 to or from each peer, in place
+        sc, sd, rc, rd = exchange_counts(step, d, 96)
+        sends, recvs = exchange(step, d, 96)
+        assert sc.sum() == sum(hi - lo for _, lo, hi in sends) and rc.sum() == (96 if step.holders[d] else 0)
+        assert [(p, int(sd[p]), int(sd[p] + sc[p])) for p in range(8) if sc[p]] == list(sends)
+        assert [(p, int(rd[p]), int(rd[p] + rc[p])) for p in range(8) if rc[p]] == list(recvs)
     g = np.arange(8 * 48).reshape(8, 48)
     want = base_offsets(plan.mesh, step.target, plan.decomposition.coords())
     for d, t in enumerate(_move(plan.mesh, state, step, g)):

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 from hypothesis import strategies as st
+
+from meshplan.models.loops.frontend import parse_file
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "loops"
 
 
 @st.composite
@@ -37,3 +44,44 @@ def _soap_programs(draw):
 def soap_programs():
     """A hypothesis strategy of SOAP program sources (draw it with ``st.data()``)."""
     return _soap_programs()
+
+
+class DurbinTraces:
+    """examples/loops/durbin.py parsed, and two helpers of the durbin tests on its traces."""
+
+    def __init__(self) -> None:
+        (self.program,) = parse_file(str(EXAMPLES / "durbin.py"))
+
+    @staticmethod
+    def index(tr, p) -> dict:
+        """``(statement, k, inner index) → instance``."""
+        names = [st.name for st in p.statements]
+        inner = {st.name: st.loops[1].var for st in p.statements if len(st.loops) > 1}
+        out = {}
+        for i, s in enumerate(tr.stmt.tolist()):
+            name = names[s]
+            j = int(tr.vars[inner[name]][i]) if name in inner else None
+            out[name, int(tr.vars["k"][i]), j] = i
+        return out
+
+    @staticmethod
+    def fused(tr, idx, n: int) -> np.ndarray:
+        """durbin's update of step ``k`` fused with the ``sum`` of step ``k + 1``: at position ``q`` the two
+        ``z`` of the pair ``q, k − 1 − q`` (both read the old ``y[q]`` and ``y[k − 1 − q]``), ``y[q] = z[q]``
+        and ``sum += r[k − q]·y[q]``; a recomputation-free sweep of about ``3.5k`` words per step."""
+        out = [idx["S1", 1, None], idx["S2", 1, None], idx["S3", 1, 0], idx["S4", 1, None]]
+        for k in range(1, n):
+            more = k + 1 < n
+            out += [idx["S1", k + 1, None], idx["S2", k + 1, None]] if more else []
+            for q in range(k):
+                m = k - 1 - q
+                out += [idx["S5", k, q], idx["S5", k, m]] if q < m else [idx["S5", k, q]] if q == m else []
+                out += [idx["S6", k, q]] + ([idx["S3", k + 1, q]] if more else [])
+            out += [idx["S7", k, None]] + ([idx["S3", k + 1, k], idx["S4", k + 1, None]] if more else [])
+        return np.array(out)
+
+
+@pytest.fixture(scope="session")
+def durbin():
+    """:class:`DurbinTraces` (the durbin example and helpers on its traces), parsed once."""
+    return DurbinTraces()

@@ -22,24 +22,15 @@ and ``k``; its chain ``ρ_q`` (``sum += r[k − q − 1]·y[q]``, ``q = 0 … k 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from meshplan.models.loops.frontend import parse_file
 from meshplan.models.soap.replay import build_trace, legal, loop_order, producers, replay_order, stream
 from meshplan.solvers.soap.chi import S
 from meshplan.solvers.soap.pebbling import cdag
 from meshplan.solvers.soap.window import window_bound
 from meshplan.models.loops.program import sym
 
-EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
 N = 16
-
-
-def _durbin():
-    (p,) = parse_file(str(EX / "durbin.py"))
-    return p
 
 
 def _flow(tr):
@@ -54,26 +45,14 @@ def _flow(tr):
     return out
 
 
-def _index(tr, p):
-    """``(statement, k, inner index) → instance``."""
-    names = [st.name for st in p.statements]
-    inner = {st.name: st.loops[1].var for st in p.statements if len(st.loops) > 1}
-    out = {}
-    for i, s in enumerate(tr.stmt.tolist()):
-        name = names[s]
-        j = int(tr.vars[inner[name]][i]) if name in inner else None
-        out[name, int(tr.vars["k"][i]), j] = i
-    return out
-
-
-def test_the_inputs_dominate_the_lost_values():
+def test_the_inputs_dominate_the_lost_values(durbin):
     """The tempting argument (each lost ``y`` costs one I/O, by domination) fails inside one window: every
     path from an input to the ``y`` values after step ``k − 1`` starts at ``r[0..k − 1]`` or at one of the three
     initial values, and those ``r`` are read by the window's chain anyway."""
-    p = _durbin()
+    p = durbin.program
     tr = build_trace(p, {"N": N})
     g = cdag(p, {"N": N})
-    idx, flow = _index(tr, p), _flow(tr)
+    idx, flow = durbin.index(tr, p), _flow(tr)
     anc = [0] * g.n
     for v in range(tr.instances):                       # instances in program order: producers first
         m = g.preds[v]
@@ -123,10 +102,10 @@ def _least(mus: list[int]) -> int:
     return min([len(mus)] + [len(mus) - sum(m <= t for m in mus) + t for t in mus])
 
 
-def test_the_paths_and_what_a_recomputation_reads_twice():
-    p = _durbin()
+def test_the_paths_and_what_a_recomputation_reads_twice(durbin):
+    p = durbin.program
     tr = build_trace(p, {"N": N})
-    idx, flow = _index(tr, p), _flow(tr)
+    idx, flow = durbin.index(tr, p), _flow(tr)
     preds: dict[int, set] = {}                          # instance → producing instances
     reads: dict[int, set] = {}                          # instance → input elements
     for (i, _), v in flow.items():
@@ -162,30 +141,14 @@ def test_the_paths_and_what_a_recomputation_reads_twice():
         assert float(w.paths.subs(sym("k"), k)) <= c + k - 1
 
 
-def _fused(tr, idx, n: int) -> np.ndarray:
-    """durbin's update of step ``k`` fused with the ``sum`` of step ``k + 1``: at position ``q`` the two
-    ``z`` of the pair ``q, k − 1 − q`` (both read the old ``y[q]`` and ``y[k − 1 − q]``), ``y[q] = z[q]`` and
-    ``sum += r[k − q]·y[q]``; a recomputation-free sweep of about ``3.5k`` words per step."""
-    out = [idx["S1", 1, None], idx["S2", 1, None], idx["S3", 1, 0], idx["S4", 1, None]]
-    for k in range(1, n):
-        more = k + 1 < n
-        out += [idx["S1", k + 1, None], idx["S2", k + 1, None]] if more else []
-        for q in range(k):
-            m = k - 1 - q
-            out += [idx["S5", k, q], idx["S5", k, m]] if q < m else [idx["S5", k, q]] if q == m else []
-            out += [idx["S6", k, q]] + ([idx["S3", k + 1, q]] if more else [])
-        out += [idx["S7", k, None]] + ([idx["S3", k + 1, k], idx["S4", k + 1, None]] if more else [])
-    return np.array(out)
-
-
-def test_a_fused_sweep_is_legal_and_above_every_piece():
+def test_a_fused_sweep_is_legal_and_above_every_piece(durbin):
     """The counter-schedule the bound is measured against (docs/bound.md, durbin): legal, below the loop
     order, and above the bound (with recomputation, against its loads) and the piece without it."""
-    p = _durbin()
+    p = durbin.program
     w = window_bound(p)
     n, m = 128, 32
     tr = build_trace(p, {"N": n})
-    order = _fused(tr, _index(tr, p), n)
+    order = durbin.fused(tr, durbin.index(tr, p), n)
     assert sorted(order.tolist()) == list(range(tr.instances)) and legal(tr, order)
     io, lo = replay_order(tr, order, m), replay_order(tr, loop_order(tr), m)
     at = {sym("N"): n, S: m}

@@ -14,53 +14,18 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict, deque
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from meshplan.models.core.bits import bits
-from meshplan.models.loops.frontend import parse_file, parse_source
+from meshplan.models.loops.frontend import parse_source
 from meshplan.models.loops.program import sym
 from meshplan.models.soap.replay import build_trace, legal, loop_order, replay_order
 from meshplan.solvers.soap import window as W
 from meshplan.solvers.soap.chi import S
 from meshplan.solvers.soap.pebbling import cdag, optimal_io
 from meshplan.solvers.soap.window_parts import Network, as_mask, split_count
-
-EX = Path(__file__).resolve().parents[2] / "examples" / "loops"
-
-
-def _durbin():
-    (p,) = parse_file(str(EX / "durbin.py"))
-    return p
-
-
-def _index(tr, p):
-    """``(statement, k, inner index) → instance``."""
-    names = [st.name for st in p.statements]
-    inner = {st.name: st.loops[1].var for st in p.statements if len(st.loops) > 1}
-    out = {}
-    for i, s in enumerate(tr.stmt.tolist()):
-        name = names[s]
-        j = int(tr.vars[inner[name]][i]) if name in inner else None
-        out[name, int(tr.vars["k"][i]), j] = i
-    return out
-
-
-def _fused(tr, idx, n: int) -> np.ndarray:
-    """The update of step ``k`` fused with the ``sum`` of step ``k + 1`` (the pair ``q, k − 1 − q`` at
-    position ``q``), as in test_soap_durbin_recompute.py."""
-    out = [idx["S1", 1, None], idx["S2", 1, None], idx["S3", 1, 0], idx["S4", 1, None]]
-    for k in range(1, n):
-        more = k + 1 < n
-        out += [idx["S1", k + 1, None], idx["S2", k + 1, None]] if more else []
-        for q in range(k):
-            m = k - 1 - q
-            out += [idx["S5", k, q], idx["S5", k, m]] if q < m else [idx["S5", k, q]] if q == m else []
-            out += [idx["S6", k, q]] + ([idx["S3", k + 1, q]] if more else [])
-        out += [idx["S7", k, None]] + ([idx["S3", k + 1, k], idx["S4", k + 1, None]] if more else [])
-    return np.array(out)
 
 
 def _play(g, order, memory: int, seed: int, drop: float, again: float):
@@ -188,12 +153,12 @@ def _check_lemma(p, tr, g, moves, first, snap, memory: int, parts: int = 4) -> t
 
 @pytest.mark.parametrize("n, memory, seed", [(24, 13, 0), (40, 16, 1),
                                              pytest.param(64, 13, 2, marks=pytest.mark.slow)])
-def test_the_cut_holds_on_plays_with_recomputation(n, memory, seed):
-    p = _durbin()
+def test_the_cut_holds_on_plays_with_recomputation(n, memory, seed, durbin):
+    p = durbin.program
     tr = build_trace(p, {"N": n})
     g = cdag(p, {"N": n})
     recomputed, short = 0, 0
-    for order, drop, again in ((loop_order(tr), 0.5, 0.3), (_fused(tr, _index(tr, p), n), 0.8, 0.5)):
+    for order, drop, again in ((loop_order(tr), 0.5, 0.3), (durbin.fused(tr, durbin.index(tr, p), n), 0.8, 0.5)):
         assert legal(tr, order)
         moves, first, snap = _play(g, order, memory, seed, drop, again)
         io = _io(g, moves, memory)
@@ -206,10 +171,10 @@ def test_the_cut_holds_on_plays_with_recomputation(n, memory, seed):
 
 
 @pytest.mark.parametrize("n", [24, 40])
-def test_the_split_count_is_3k_plus_one_or_two(n):
+def test_the_split_count_is_3k_plus_one_or_two(n, durbin):
     """Four parts: per position ``r[k − q − 1]`` and either ``y[q]`` (stored and loaded) or its pair; the
     tool fits it at N ≤ 24, and it holds as fitted at N = 40."""
-    p = _durbin()
+    p = durbin.program
     tr = build_trace(p, {"N": n})
     graph = W._graph(tr)
     net = Network(tr.instances, graph[5], graph[3])
@@ -220,10 +185,10 @@ def test_the_split_count_is_3k_plus_one_or_two(n):
         assert split_count(net, graph[1], after, chain, 2) <= 2 * k + 4        # two halves: k + 3 inputs
 
 
-def test_the_flow_agrees_with_networkx():
+def test_the_flow_agrees_with_networkx(durbin):
     """An independent maximum flow on one part (the first quarter of window 20) gives the same value."""
     nx = pytest.importorskip("networkx")
-    p = _durbin()
+    p = durbin.program
     tr = build_trace(p, {"N": 24})
     desc, anc, _, ins, _, pm = W._graph(tr)
     pa, _, after, chain = list(_windows(p, tr))[18]
@@ -308,17 +273,17 @@ def test_the_cut_holds_on_an_optimal_play():
     assert _check_lemma(p, tr, g, moves, first, snap, memory)[0] >= 0
 
 
-def test_the_bound_is_below_plays_and_the_fused_sweep():
+def test_the_bound_is_below_plays_and_the_fused_sweep(durbin):
     """Where the split piece is the largest (N ≫ 8S) the tool's bound is below the I/O of the plays with
     recomputation and of the fused sweep."""
-    p = _durbin()
+    p = durbin.program
     w = W.window_bound(p)
     n, memory = 160, 13
     at = {sym("N"): n, S: memory}
     split = float(w.bound.subs(at))
     assert split == pytest.approx((3 * n - 8 * memory - 2) ** 2 / 6)        # Σ (3k + 1 − 8S)⁺, k ≤ N − 1
     tr = build_trace(p, {"N": n})
-    order = _fused(tr, _index(tr, p), n)
+    order = durbin.fused(tr, durbin.index(tr, p), n)
     assert split <= replay_order(tr, order, memory).total
     g = cdag(p, {"N": n})
     moves, _, _ = _play(g, order, memory, 3, 0.8, 0.5)
