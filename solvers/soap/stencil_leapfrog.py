@@ -23,6 +23,7 @@ from fractions import Fraction
 import sympy as sp
 
 from meshplan.models.soap.symbolic import simplified
+from meshplan.solvers.soap.pyramid import _lattice_volumes, _offsets
 from meshplan.solvers.soap.symbols import S, X
 
 __all__ = ["Leapfrog", "leapfrog_stencil", "leapfrog_chi"]
@@ -64,17 +65,12 @@ def _cell_reads(st, arrays) -> dict[str, list[tuple[int, ...]]] | None:
     names = [e.name if isinstance(e, sp.Symbol) else None for e in out.index]
     if None in names or sorted(names) != sorted(inner):
         return None
-    time = sp.Symbol(loops[0].var)
     got: dict[str, list[tuple[int, ...]]] = {}
-    for a in st.inputs:
-        if a.array not in arrays:
-            continue
-        if len(a.index) != len(out.index) or any(time in e.free_symbols for e in a.index):
+    for name in dict.fromkeys(a.array for a in st.inputs if a.array in arrays):
+        offsets = _offsets(st, {name})     # the output's subscripts hold no time: neither may a constant offset
+        if offsets is None:
             return None
-        off = [sp.expand(x - y) for x, y in zip(a.index, out.index)]
-        if not all(o.is_Integer for o in off):
-            return None
-        got.setdefault(a.array, []).append(tuple(int(o) for o in off))
+        got[name] = list(offsets)
     return got
 
 
@@ -149,8 +145,6 @@ def leapfrog_chi(shape: Leapfrog):
     grows one cell per step, stays, and shrinks one cell per step: ``X^{3/2}/√10`` asymptotically, against
     ``X^{3/2}/√6`` here), so the constant is within 1.3 of the largest subcomputation; like the pyramid, the
     argument is for interior points."""
-    from meshplan.solvers.soap.pyramid import _lattice_volumes
-
     d, k = shape.d, shape.k
     rank, (vol,) = _lattice_volumes([shape.hub_offsets])
     if rank < d or vol <= 0:
