@@ -144,7 +144,11 @@ def _worker(rank: int, nprocs: int, port: int, problems: list, out: str, cost: s
             from meshplan.models.core.outputs import write_output
 
             write_output(out, json.dumps({"redistribution": merged, "reduction": merged_red}), what="result file")
-    finally:
+    finally:   # every group ends here, while the interpreter is alive (meshplan.torch.groups)
+        from meshplan.torch.groups import release
+
+        meshes.clear()
+        release()
         dist.destroy_process_group()
 
 

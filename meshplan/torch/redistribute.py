@@ -28,7 +28,7 @@ from meshplan.models.redistribution.pieces import exchange_layout
 from meshplan.models.redistribution.split import exchange
 from meshplan.models.redistribution.steps import AllGather, AllPermute, AllToAll, DynSlice
 from meshplan.models.redistribution.types import Dim, DistType
-from meshplan.torch.groups import process_group
+from meshplan.torch.groups import current, on_release, process_group, world_cache
 from meshplan.torch.layout import device_ranks, mesh_of, split_axes
 
 __all__ = ["plan", "redistribute"]
@@ -204,7 +204,8 @@ class _Program:
         return t
 
 
-_PROGRAMS: dict[tuple, _Program] = {}
+_PROGRAMS = world_cache()   # per pair, under the current default group
+on_release(_plan.cache_clear)   # its keys hold DeviceMeshes, and with them their groups
 
 
 def _move(mesh, shape: tuple, src_pl: tuple, dst_pl: tuple, local: torch.Tensor, cost: str) -> torch.Tensor:
@@ -213,7 +214,8 @@ def _move(mesh, shape: tuple, src_pl: tuple, dst_pl: tuple, local: torch.Tensor,
     from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
     fp = _plan(mesh, shape, src_pl, dst_pl, local.dtype, cost)
-    key = (id(torch.distributed.group.WORLD), mesh, fp.src, fp.dst, fp.cost_model)
+    current()
+    key = (mesh, fp.src, fp.dst, fp.cost_model)
     prog = _PROGRAMS.get(key)
     if prog is None:
         prog = _PROGRAMS[key] = _Program(fp, mesh)

@@ -5,7 +5,7 @@ The tensor is viewed as ``k`` chunks (``k`` the reduction-group size; padded wit
 divide it), exactly as :class:`~meshplan.exec.reduction.executor.ReductionExecutor` does on MPI, and each step
 of the program runs on the chunks this rank holds, on a process group made once per device group and cached:
 AllReduce ``all_reduce``, ReduceScatter ``reduce_scatter_tensor`` (member ``i`` of the group keeps block ``i``),
-AllGather ``all_gather_into_tensor`` (then re-sorted by chunk label), Reduce ``reduce`` and Broadcast
+AllGather ``all_gather_single`` (then re-sorted by chunk label), Reduce ``reduce`` and Broadcast
 ``broadcast`` to and from the group's first device.  Rank ``r`` of the default group is device ``r`` of the
 program's system.  The result equals ``dist.all_reduce`` over this rank's reduction group.
 """
@@ -20,11 +20,11 @@ import torch.distributed as dist
 
 from meshplan.models.core.collectives import Collective
 from meshplan.models.core.errors import ModelError, VerificationError
-from meshplan.torch.groups import process_group
+from meshplan.torch.groups import current, process_group, world_cache
 
 __all__ = ["all_reduce", "reduction_group"]
 
-_COMPILED: dict[tuple, tuple] = {}
+_COMPILED = world_cache()   # per program, under the current default group
 
 
 def _compile(plan: Any) -> tuple:
@@ -86,11 +86,12 @@ def all_reduce(tensor: torch.Tensor, program: Any) -> torch.Tensor:
         raise ModelError(f"program must be a ReductionPlan, got {type(program).__name__}", param="program")
     if not isinstance(tensor, torch.Tensor) or tensor.numel() == 0:
         raise ModelError("tensor must be a non-empty torch.Tensor", param="tensor")
-    key = (id(dist.group.WORLD), id(program.lowered), program.reduction_groups)
-    compiled = _COMPILED.get(key)
-    if compiled is None:
-        compiled = _COMPILED[key] = _compile(program)
-    steps, k = compiled
+    current()
+    key = (id(program.lowered), program.reduction_groups)
+    hit = _COMPILED.get(key)
+    if hit is None:   # the program is kept with it, so its id names no other program while cached
+        hit = _COMPILED[key] = (program.lowered, _compile(program))
+    steps, k = hit[1]
     n = tensor.numel()
     E = -(-n // k)
     cur = tensor.new_zeros(k * E)
@@ -109,7 +110,7 @@ def all_reduce(tensor: torch.Tensor, program: Any) -> torch.Tensor:
         elif c is Collective.ALL_GATHER:
             size = dist.get_world_size(pg)
             out = cur.new_empty(cur.shape[0] * size, E)
-            dist.all_gather_into_tensor(out, cur.contiguous(), group=pg)
+            dist.all_gather_single(out, cur.contiguous(), group=pg)
             cur = out if perm is None else out[perm]
         elif c is Collective.REDUCE:
             dist.reduce(cur, dst=root, group=pg)
