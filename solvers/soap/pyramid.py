@@ -25,6 +25,7 @@ sweep order see the current sweep and the others the previous one; :func:`sweep_
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from fractions import Fraction
 
@@ -295,15 +296,36 @@ def _offsets(st, arrays) -> Offsets | None:
     return tuple(got)
 
 
+def _layer_reads(stmts, arrays) -> list | None:
+    """Per statement, the offsets of the one read the layer argument follows: a choice of one array of the
+    subgraph per statement, written by another statement (its own may be read in place, within the sweep),
+    each array chosen once, so that the chosen reads close into cycles of layers (jacobi's ``A → B → A``).
+    Other reads only add parents a subcomputation must hold, so any such choice bounds χ; the one whose
+    least hull volume (in its lattice's rank) is largest is taken.  ``None`` when the statements do not
+    write distinct arrays or no choice closes (fdtd-2d's two spokes both read ``hz``)."""
+    if sorted(st.output.array for st in stmts) != sorted(arrays):
+        return None
+    options = [sorted({a.array for a in st.inputs if a.array in arrays} - {st.output.array}) for st in stmts]
+    best = None
+    for choice in itertools.product(*options):
+        offs = [_offsets(st, {a}) for st, a in zip(stmts, choice)]
+        if len(set(choice)) < len(choice) or any(not o or len(o[0]) != len(offs[0][0]) for o in offs):
+            continue
+        rank, vols = _lattice_volumes(offs)
+        if best is None or (rank, min(vols)) > best[0]:
+            best = ((rank, min(vols)), offs)
+    return None if best is None else best[1]
+
+
 def _pyramids_checked(results: list, program) -> list:
     """Every pyramid of :func:`pyramid_chi` checked against its statements' read offsets (the problem
-    holds only their counts per dimension).  Where each statement reads one array of the subgraph,
-    written by another (jacobi, heat), the layer argument of :func:`pyramid_chi` is taken in the
-    lattice of :func:`_lattice_volumes` (rank ``r``, ``κ^r`` the least hull volume over the statements)
-    whenever that gives a larger χ than the cross-polytope of halo ``τ``: offsets along one diagonal
-    make ``r = 1`` (χ = X²/(2κ), a far weaker bound).  A statement reading several of them in a leapfrog
-    (fdtd-2d) is bounded by :func:`_leapfrog`; other fused stencils whose offsets span fewer dimensions than
-    their loops get no bound (ρ = ∞)."""
+    holds only their counts per dimension).  Where the reads close into cycles of layers
+    (:func:`_layer_reads`: jacobi, heat, and stencils that also read older or their own values), the
+    layer argument of :func:`pyramid_chi` is taken in the lattice of :func:`_lattice_volumes` (rank ``r``,
+    ``κ^r`` the least hull volume over the chosen reads) whenever that gives a larger χ than the
+    cross-polytope of halo ``τ``: offsets along one diagonal make ``r = 1`` (χ = X²/(2κ), a far weaker
+    bound).  A leapfrog (fdtd-2d) is bounded by :func:`_leapfrog`; any other fused stencil gets no bound
+    (ρ = ∞): no layer argument here covers it."""
     by_name = {st.name: st for st in program.statements}
     out = []
     for r in results:
@@ -318,28 +340,27 @@ def _pyramids_checked(results: list, program) -> list:
         if any(o is None or not o or len(o[0]) != d for o in offs):
             out.append(r)
             continue
-        rank, vols = _lattice_volumes(offs)
-        alternating = all(len({a.array for a in st.inputs if a.array in arrays}) == 1
-                          and not any(a.array == st.output.array for a in st.inputs) for st in stmts)
-        if not alternating:
+        if any(len({a.array for a in st.inputs if a.array in arrays}) > 1 or
+               any(a.array == st.output.array for a in st.inputs) for st in stmts):   # not jacobi's alternation
             ordered = [st for st in program.statements if st.name in r.problem.statements]   # program order
             leap = _leapfrog(r, ordered, arrays, results)
             if leap is not None:
                 out.append(leap)
-            elif rank < d:
-                out.append(dataclasses.replace(r, method="unbounded", chi=None, X0=sp.oo, rho=sp.oo, notes=tuple(r.notes) + (
-                    "the stencil's offsets span fewer dimensions than its loops: the CDAG splits into independent "
-                    "lower-dimensional stencils, which the pyramid does not bound",)))
-            else:
-                out.append(r)
-            continue
+                continue
+        chosen = _layer_reads(stmts, arrays)
+        rank, vols = _lattice_volumes(chosen) if chosen else (0, [0])
         vol = min(vols)
+        if rank == 0 or vol == 0:   # no cycle of layers with a volume: no bound
+            why = ("a statement's stencil is flat (its offsets' hull has no volume): the pyramid does not bound it"
+                   if chosen else "the stencil's offsets span fewer dimensions than its loops: the CDAG splits into "
+                   "independent lower-dimensional stencils, which the pyramid does not bound"
+                   if _lattice_volumes(offs)[0] < d else "a fused stencil whose reads close into no cycle of layers "
+                   "and that is no leapfrog: no layer argument covers it, so it gets no bound")
+            out.append(dataclasses.replace(r, method="unbounded", chi=None, X0=sp.oo, rho=sp.oo,
+                                           notes=tuple(r.notes) + (why,)))
+            continue
         if rank == d and vol >= Fraction(tau ** d, math.factorial(d)):
             out.append(r)       # at least the cross-polytope: the χ above holds
-            continue
-        if rank == 0 or vol == 0:
-            out.append(dataclasses.replace(r, method="unbounded", chi=None, X0=sp.oo, rho=sp.oo, notes=tuple(r.notes) + (
-                "a statement's stencil is flat (its offsets' hull has no volume): the pyramid does not bound it",)))
             continue
         kappa = sp.Rational(vol.numerator, vol.denominator) ** sp.Rational(1, rank)
         W = sp.Rational(rank + 1, rank)

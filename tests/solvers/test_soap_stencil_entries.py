@@ -294,3 +294,49 @@ def test_one_dimensional_sweeps_stay_below_the_optimal_pebbling_and_a_skewed_sch
     order = np.lexsort((t, i + 2 * t, t // 8))      # bands of 8 sweeps, columns i + 2t
     assert legal(tr, order)
     assert r.evaluate({**values, "S": memory}) <= replay_order(tr, order, memory).total
+
+
+
+def _own(center: bool) -> str:
+    def reads(a):
+        return " + ".join(f"{a}[{x}]" for x in ["i - 1, j", "i + 1, j"] + (["i, j"] if center else []) + ["i, j - 1", "i, j + 1"])
+    return f"""
+def own(T, N):
+    for t in range(T):
+        for i in range(1, N - 1):
+            for j in range(1, N - 1):
+                B[i, j] = {reads("A")} + B[i, j]
+        for i in range(1, N - 1):
+            for j in range(1, N - 1):
+                A[i, j] = {reads("B")} + A[i, j]
+"""
+
+
+@pytest.mark.parametrize("center", [True, False])
+def test_a_stencil_that_also_reads_its_own_values_is_bounded_by_the_cycle_of_its_other_reads(center):
+    """jacobi-2d whose statements also add their own previous value: the reads of the other array still
+    close into jacobi's cycle of layers (A → B → A), and a read more only adds parents a subcomputation
+    must hold, so the pyramid's layer argument holds — in the lattice those reads generate.  With the
+    centre read that is jacobi's χ; without it a vertex reads only the other parity, the CDAG splits into
+    two checkerboards and the argument gives ``X^{3/2}/3`` (the pyramid of the stencil's counts alone, which
+    the tool took unchecked before, claimed jacobi's).  A diamond pyramid (on one checkerboard without the
+    centre) stays within χ, and the bound below the program order's I/O."""
+    (p,) = parse_source(_own(center))
+    r = analyze(p)
+    fused = next(it for it in r.subgraphs if len(it.problem.arrays) == 2)
+    jacobi = sp.sqrt(2) * X ** sp.Rational(3, 2) / 6 + 2 * X
+    assert fused.method == "pyramid"
+    assert sp.simplify(fused.chi - (jacobi if center else X ** sp.Rational(3, 2) / 3 + 2 * X)) == 0
+    size, steps, rad = 26, 6, 11
+    g, tr = cdag(p, {"N": size, "T": steps}), build_trace(p, {"N": size, "T": steps})
+    i = np.where(tr.stmt == 0, tr.vars["i"], tr.vars["i_2"])
+    j = np.where(tr.stmt == 0, tr.vars["j"], tr.vars["j_2"])
+    layer = 2 * tr.vars["t"] + tr.stmt
+    c = size // 2
+    mine = (np.abs(i - c) + np.abs(j - c) <= rad - layer) & (center | ((i + j + layer) % 2 == 0))
+    x, closure = _dominator(g, np.flatnonzero(mine).tolist())
+    assert np.count_nonzero(mine) <= closure <= float(fused.chi.subs(X, x))
+    values = {"N": 20, "T": 4}
+    tr = build_trace(p, values)
+    for memory in (16, 64):
+        assert r.evaluate({**values, "S": memory}) <= replay_order(tr, loop_order(tr), memory).total
