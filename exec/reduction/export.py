@@ -207,7 +207,7 @@ def make_groups():
     rank, ranks = dist.get_rank(), sorted(g)
     if kind["gathers"]:
         out = buf.new_empty((buf.shape[0] * len(g), buf.shape[1]))
-        dist.all_gather_into_tensor(out, buf.contiguous(), group=pg)
+        dist.all_gather_single(out, buf.contiguous(), group=pg)
         concat = [c for m in ranks for c in held[m]]
         return out[torch.as_tensor(np.argsort(concat, kind="stable"))]  # re-sort by chunk label
     if kind["reduces"]:
