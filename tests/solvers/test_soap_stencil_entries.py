@@ -84,6 +84,14 @@ def _dominator(g, H) -> tuple[int, int]:
     return res.flow_value, sum(inside)
 
 
+def _cells(tr):
+    """``(i, j, layer)`` of every vertex of a two-statement 2-D stencil's trace (jacobi's shape: the
+    second statement's loops are ``i_2, j_2``; two layers per time step)."""
+    i = np.where(tr.stmt == 0, tr.vars["i"], tr.vars["i_2"])
+    j = np.where(tr.stmt == 0, tr.vars["j"], tr.vars["j_2"])
+    return i, j, 2 * tr.vars["t"] + tr.stmt
+
+
 def _rectangle_chi(x: float, per_point: int) -> float:
     """max ``per_point·i·j·t`` subject to Corollary 5.1's ``i·j·t − (i − 2)(j − 2)(t − 1) ≤ x`` (the
     thesis's two-dimensional stencil box, lower-order terms included), over real ``i, j ≥ 2``."""
@@ -119,9 +127,7 @@ def test_a_diamond_beats_the_rectangle_of_jacobi_2d_and_stays_within_the_pyramid
     p = _program("jacobi_2d")
     size, steps, r = 30, 8, 12
     g, tr = cdag(p, {"N": size, "TSTEPS": steps}), build_trace(p, {"N": size, "TSTEPS": steps})
-    i = np.where(tr.stmt == 0, tr.vars["i"], tr.vars["i_2"])
-    j = np.where(tr.stmt == 0, tr.vars["j"], tr.vars["j_2"])
-    layer = 2 * tr.vars["t"] + tr.stmt
+    i, j, layer = _cells(tr)
     c = size // 2
     H = np.flatnonzero(np.abs(i - c) + np.abs(j - c) <= r - layer).tolist()
     assert len(H) == sum(2 * m * m + 2 * m + 1 for m in range(r + 1))   # layers of radius 12, 11, … 0
@@ -250,9 +256,7 @@ def test_a_stencil_along_one_diagonal_is_bounded_per_diagonal():
     (p,) = parse_source(DIAGONAL)
     values, memory = {"N": 50, "T": 32}, 256
     tr = build_trace(p, values)
-    i = np.where(tr.stmt == 0, tr.vars["i"], tr.vars["i_2"])
-    j = np.where(tr.stmt == 0, tr.vars["j"], tr.vars["j_2"])
-    layer = 2 * tr.vars["t"] + tr.stmt
+    i, j, layer = _cells(tr)
     order = np.lexsort((layer, i + layer, layer // (memory // 4), i - j))
     assert legal(tr, order)
     io = replay_order(tr, order, memory).total
@@ -329,9 +333,7 @@ def test_a_stencil_that_also_reads_its_own_values_is_bounded_by_the_cycle_of_its
     assert sp.simplify(fused.chi - (jacobi if center else X ** sp.Rational(3, 2) / 3 + 2 * X)) == 0
     size, steps, rad = 26, 6, 11
     g, tr = cdag(p, {"N": size, "T": steps}), build_trace(p, {"N": size, "T": steps})
-    i = np.where(tr.stmt == 0, tr.vars["i"], tr.vars["i_2"])
-    j = np.where(tr.stmt == 0, tr.vars["j"], tr.vars["j_2"])
-    layer = 2 * tr.vars["t"] + tr.stmt
+    i, j, layer = _cells(tr)
     c = size // 2
     mine = (np.abs(i - c) + np.abs(j - c) <= rad - layer) & (center | ((i + j + layer) % 2 == 0))
     x, closure = _dominator(g, np.flatnonzero(mine).tolist())
