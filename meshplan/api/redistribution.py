@@ -123,14 +123,8 @@ def _steps(plan, itemsize: int) -> tuple[RedistributionStep, ...]:
                                     tuple(s.step.dims), plan.display(s.type),
                                     str(s.type), s.localsize, s.localsize * itemsize, s.cost * itemsize,
                                     s.step.moved if s.step.op == "allpermute" else None,
-                                    _chunks(s.step))
+                                    getattr(s.step, "chunks", None))
                  for s in plan.steps)
-
-
-def _chunks(step) -> int | None:
-    """The chunks each receiving device of a split ``allpermute`` takes (one from each holder), else None."""
-    held = getattr(step, "holders", None)
-    return max(len(h) for h in held) if held else None
 
 
 def _program(plan, itemsize: int) -> RedistributionProgram:

@@ -65,8 +65,7 @@ def _table(con, title: str, plan, itemsize: int) -> None:
         op = str(s.step)
         if s.step.op == "allpermute":
             op += f" ({s.step.moved} devices receive"
-            op += f", each {max(len(h) for h in s.step.holders)} chunks from the tile's holders)" \
-                if s.step.holders else ")"
+            op += f", each {s.step.chunks} chunks from the tile's holders)" if s.step.chunks else ")"
         t.add_row(str(k), op, plan.display(s.type), format_bytes(s.localsize * itemsize),
                   format_bytes(s.cost * itemsize))
     con.print(t)

@@ -169,6 +169,11 @@ class AllPermute:
             return 0
         return sum(1 for d, s in enumerate(self.source) if d != s)
 
+    @property
+    def chunks(self) -> int | None:
+        """The chunks each receiving device takes (one from each holder) when split, else ``None``."""
+        return max(len(h) for h in self.holders) if self.holders else None
+
     def sent(self, localsize: int) -> tuple[int, ...]:
         """Elements each device sends, from tiles of ``localsize`` elements: a whole tile to each device it
         is the source of, or one chunk to each device it is a holder for."""
